@@ -1,0 +1,55 @@
+# cryptowire — `make run` and `make test` both set up from nothing first (quick when nothing changed).
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+# torch first, pinned: an unpinned torch pulls a multi-GB CUDA build; 2.13.0 is a CPU build on local disk.
+TORCH := torch==2.13.0
+SYSTEM_PACKAGES := chromium poppler-utils redis-server
+STAMP := $(VENV)/.setup-stamp
+
+.PHONY: setup system run test dev lint clean
+
+setup: system $(STAMP)
+
+$(VENV)/bin/python:
+	@command -v $(PYTHON) >/dev/null || { echo "Python 3.11 is required: install python3.11 (or set PYTHON=...)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+$(STAMP): $(VENV)/bin/python pyproject.toml
+	$(PIP) install --quiet $(TORCH)
+	$(PIP) install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+# System packages: installed when missing and we are root; otherwise the exact command is printed.
+system:
+	@missing=""; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	command -v pdftotext >/dev/null || missing="$$missing poppler-utils"; \
+	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing system packages:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else \
+	    echo "missing system packages:$$missing"; \
+	    echo "install them with: sudo apt-get update && sudo apt-get install -y$$missing"; exit 1; \
+	  fi; \
+	fi
+
+run: setup
+	$(VENV)/bin/cryptowire up
+
+test: setup
+	$(VENV)/bin/pytest
+
+dev: setup
+	$(VENV)/bin/cryptowire dev
+
+lint: setup
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf $(VENV) .cryptowire

@@ -1,0 +1,72 @@
+"""The seam between the routes and access control / metering.
+
+Every route does: ``caller = await access.check(key, api)`` (authenticate, API enabled, request rate), then, once
+the cost is known and the input is valid, ``charge = await access.reserve(caller, cost)`` (atomic daily-allowance
+check and charge), and ``await access.refund(charge)`` if the work fails for a reason that costs nothing.
+``access.headers(caller, charge)`` gives the X-RateLimit-* / X-CU-* headers for the response.
+"""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from api.errors import ApiError
+
+APIS = ("news", "events", "pdf")
+
+
+@dataclass(frozen=True)
+class Caller:
+    key_id: str
+    plan: str
+    api: str
+    info: dict[str, object] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class Charge:
+    caller: Caller
+    cost: int
+    info: dict[str, object] = field(default_factory=dict, compare=False)
+
+
+class Access(Protocol):
+    async def check(self, key: str, api: str) -> Caller: ...
+    async def reserve(self, caller: Caller, cost: int) -> Charge: ...
+    async def refund(self, charge: Charge) -> None: ...
+    def headers(self, caller: Caller | None, charge: Charge | None = None) -> dict[str, str]: ...
+    async def usage(self, caller: Caller) -> dict[str, object]: ...
+    async def close(self) -> None: ...
+
+
+class StaticKeys:
+    """Development access: any key listed in ``CRYPTOWIRE_API_KEYS`` works, nothing is metered."""
+
+    def __init__(self, keys: list[str]) -> None:
+        self._keys = [k.encode() for k in keys if k]
+
+    async def check(self, key: str, api: str) -> Caller:
+        given = key.encode()
+        ok = False
+        for known in self._keys:  # compare against every key, in constant time
+            ok |= hmac.compare_digest(given, known)
+        if not ok:
+            raise ApiError(401, "UNAUTHENTICATED", "unknown access key: pass a valid key as the last path segment")
+        return Caller(key_id="static", plan="development", api=api)
+
+    async def reserve(self, caller: Caller, cost: int) -> Charge:
+        return Charge(caller=caller, cost=cost)
+
+    async def refund(self, charge: Charge) -> None:
+        return None
+
+    def headers(self, caller: Caller | None, charge: Charge | None = None) -> dict[str, str]:
+        return {"X-CU-Cost": str(charge.cost)} if charge else {}
+
+    async def usage(self, caller: Caller) -> dict[str, object]:
+        return {"plan": caller.plan, "cuUsedToday": 0, "cuRemainingToday": None, "cuLimit": None}
+
+    async def close(self) -> None:
+        return None

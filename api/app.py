@@ -1,0 +1,79 @@
+"""The ASGI application: assembles the components' routes around one shared state."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from api.access import Access, StaticKeys
+from warehouse.config import Settings, get_settings
+
+# Each component module exposes ``routes(state) -> list[BaseRoute]`` and may expose async
+# ``startup(state)`` / ``shutdown(state)``. A component not written yet is skipped.
+COMPONENTS = ("api.news", "api.pdf", "api.usage")
+
+
+@dataclass
+class AppState:
+    settings: Settings
+    access: Access
+    extras: dict[str, Any] = field(default_factory=dict)  # per-component state (snapshots, browser pool, ...)
+
+
+def default_access(settings: Settings) -> Access:
+    try:
+        from api.metering import build_access  # the metering component, when present
+    except ModuleNotFoundError as exc:
+        if exc.name != "api.metering":
+            raise
+        return StaticKeys(settings.api_keys)
+    return build_access(settings)
+
+
+def _components() -> list[Any]:
+    found = []
+    for name in COMPONENTS:
+        try:
+            found.append(importlib.import_module(name))
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+    return found
+
+
+async def healthz(request: Request) -> JSONResponse:
+    return JSONResponse({"status": "ok"})
+
+
+def create_app(settings: Settings | None = None, access: Access | None = None) -> Starlette:
+    settings = settings or get_settings()
+    state = AppState(settings=settings, access=access or default_access(settings))
+    components = _components()
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        for c in components:
+            if hasattr(c, "startup"):
+                await c.startup(state)
+        try:
+            yield
+        finally:
+            for c in reversed(components):
+                if hasattr(c, "shutdown"):
+                    await c.shutdown(state)
+            await state.access.close()
+
+    routes: list[Any] = [Route("/healthz", healthz)]
+    for c in components:
+        routes.extend(c.routes(state))
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.cw = state
+    return app

@@ -1,0 +1,1 @@
+"""The Dagster code location (assets, resources, checks, schedules) and the `cryptowire` CLI."""

@@ -1,0 +1,59 @@
+"""Enrichment: the asset registry table and the curated `articles` (sentiment, tickers, topics)."""
+
+
+import dagster as dg
+
+from pipeline.assets.ingest import POOL
+from pipeline.resources import WarehouseResource
+from warehouse.config import get_settings
+
+
+@dg.asset(
+    group_name="enrich",
+    pool=POOL,
+    kinds={"duckdb"},
+    description="The curated registry of crypto assets (symbols, names, aliases, kinds, renames).",
+)
+def crypto_assets(warehouse: WarehouseResource) -> dg.MaterializeResult:
+    from models.tagging import get_tagger, load_registry
+    from pipeline.enrich import load_crypto_assets
+
+    registry = load_registry()
+    with warehouse.connect() as con:
+        n = load_crypto_assets(con, registry)
+    return dg.MaterializeResult(metadata={"assets": n, "tagger_version": get_tagger().version})
+
+
+@dg.asset(
+    group_name="enrich",
+    pool=POOL,
+    deps=["raw_articles", crypto_assets],
+    kinds={"duckdb", "pytorch"},
+    description=(
+        "Every raw article with sentiment (fine-tuned MiniLM), tickers and topics. Incremental: only articles "
+        "without a score for the current model_version, or tags for the current tagger_version, are processed."
+    ),
+)
+def articles(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
+    from models.sentiment import article_text, load_model
+    from models.tagging import get_tagger
+    from pipeline.enrich import enrich_articles
+
+    settings = get_settings()
+    model = load_model(threads=settings.sentiment_threads or None)
+    tagger = get_tagger()
+    with warehouse.connect() as con:
+        report = enrich_articles(con, model, article_text, tagger)
+        rows = con.execute("SELECT sentiment, count(*) FROM articles GROUP BY ALL ORDER BY 1").fetchall()
+    context.log.info(f"scored {report.scored}, tagged {report.tagged} (model {report.model_version})")
+    return dg.MaterializeResult(
+        metadata={
+            "new_or_changed": report.synced,
+            "scored": report.scored,
+            "tagged": report.tagged,
+            "model_version": report.model_version,
+            "tagger_version": report.tagger_version,
+            "rows": sum(n for _, n in rows),
+            "by_sentiment": dg.MetadataValue.json({str(k): n for k, n in rows}),
+        }
+    )

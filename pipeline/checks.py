@@ -1,0 +1,100 @@
+"""Asset checks: each is one SQL query counting the rows that break a rule (0 means the check passes)."""
+
+import dagster as dg
+
+from pipeline.assets.enrich import articles, crypto_assets
+from pipeline.assets.events import prediction_events
+from pipeline.assets.ingest import raw_articles
+from pipeline.resources import WarehouseResource
+
+
+def _violations(warehouse: WarehouseResource, sql: str, sample_sql: str | None = None) -> dg.AssetCheckResult:
+    with warehouse.connect() as con:
+        bad = con.execute(sql).fetchall()[0][0]
+        sample = con.execute(sample_sql).fetchall() if (bad and sample_sql) else []
+    return dg.AssetCheckResult(
+        passed=bad == 0,
+        metadata={"violations": bad, "sample": dg.MetadataValue.json([list(map(str, r)) for r in sample])},
+    )
+
+
+def sql_check(asset, name: str, description: str, sql: str, sample_sql: str | None = None, blocking: bool = False):
+    @dg.asset_check(asset=asset, name=name, description=description, blocking=blocking)
+    def _check(warehouse: WarehouseResource) -> dg.AssetCheckResult:
+        return _violations(warehouse, sql, sample_sql)
+
+    return _check
+
+
+ALL_CHECKS = [
+    # raw_articles
+    sql_check(
+        raw_articles,
+        "unique_url",
+        "No two articles share a canonical URL.",
+        "SELECT count(*) FROM (SELECT url FROM raw_articles WHERE url IS NOT NULL GROUP BY url HAVING count(*) > 1)",
+    ),
+    sql_check(
+        raw_articles,
+        "not_empty_title",
+        "Every article has a title and a publication time no later than when it was fetched (plus a day).",
+        "SELECT count(*) FROM raw_articles WHERE trim(title) = '' OR published_at > fetched_at + INTERVAL 1 DAY",
+        "SELECT id, title, published_at FROM raw_articles WHERE trim(title) = '' "
+        "OR published_at > fetched_at + INTERVAL 1 DAY LIMIT 5",
+    ),
+    # articles
+    sql_check(
+        articles,
+        "sentiment_scored",
+        "Every article has a sentiment label, a score in [-1, 1] and probabilities that sum to 1.",
+        "SELECT count(*) FROM articles WHERE sentiment NOT IN ('negative', 'neutral', 'positive') "
+        "OR sentiment IS NULL OR sentiment_score IS NULL OR sentiment_score < -1 OR sentiment_score > 1 "
+        "OR abs(prob_negative + prob_neutral + prob_positive - 1) > 1e-3",
+        "SELECT id, sentiment, sentiment_score FROM articles WHERE sentiment IS NULL OR sentiment_score IS NULL "
+        "OR sentiment_score < -1 OR sentiment_score > 1 LIMIT 5",
+        blocking=True,
+    ),
+    sql_check(
+        articles,
+        "tickers_in_registry",
+        "Every ticker on an article exists in crypto_assets.",
+        "SELECT count(*) FROM (SELECT unnest(tickers) AS t FROM articles) "
+        "WHERE t NOT IN (SELECT symbol FROM crypto_assets)",
+        "SELECT DISTINCT t FROM (SELECT unnest(tickers) AS t FROM articles) "
+        "WHERE t NOT IN (SELECT symbol FROM crypto_assets) LIMIT 5",
+    ),
+    sql_check(
+        crypto_assets,
+        "symbols_upper",
+        "Registry symbols are upper case.",
+        "SELECT count(*) FROM crypto_assets WHERE symbol <> upper(symbol)",
+    ),
+    # prediction_events
+    sql_check(
+        prediction_events,
+        "id_format",
+        "Ids match ^pevt_[A-Za-z0-9]{20}$ and are unique.",
+        "SELECT count(*) FILTER (WHERE NOT regexp_full_match(id, 'pevt_[A-Za-z0-9]{20}')) "
+        "+ (SELECT count(*) - count(DISTINCT id) FROM prediction_events) FROM prediction_events",
+        blocking=True,
+    ),
+    sql_check(
+        prediction_events,
+        "created_at_unique",
+        "created_at (the API cursor) is unique across events.",
+        "SELECT count(*) - count(DISTINCT created_at) FROM prediction_events",
+        blocking=True,
+    ),
+    sql_check(
+        prediction_events,
+        "well_formed",
+        "Options are exactly Yes/No, tags are not empty, the question ends with '?', and the resolution date "
+        "is after the source article's publication.",
+        "SELECT count(*) FROM prediction_events e LEFT JOIN articles a ON a.id = e.source_article_id "
+        "WHERE e.options <> ['Yes', 'No'] OR len(e.tags) = 0 OR NOT e.event_title LIKE '%?' "
+        "OR a.id IS NULL OR e.date <= a.published_at",
+        "SELECT e.id, e.event_title, e.date, a.published_at FROM prediction_events e "
+        "LEFT JOIN articles a ON a.id = e.source_article_id WHERE e.options <> ['Yes', 'No'] OR len(e.tags) = 0 "
+        "OR NOT e.event_title LIKE '%?' OR a.id IS NULL OR e.date <= a.published_at LIMIT 5",
+    ),
+]

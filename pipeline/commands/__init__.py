@@ -1,0 +1,1 @@
+"""CLI command modules. Top level imports typer and the standard library only."""

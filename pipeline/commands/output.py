@@ -1,0 +1,28 @@
+"""Printing a command's result as text or as JSON (for scripts)."""
+
+from __future__ import annotations
+
+import json
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+import typer
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def emit_json(data: Any) -> None:
+    typer.echo(json.dumps(data, default=_default, indent=2))
+
+
+def fail(message: str, code: int = 1) -> None:
+    """Print a clear error to stderr and exit non-zero."""
+    typer.secho(f"error: {message}", err=True, fg=typer.colors.RED)
+    raise typer.Exit(code)

@@ -1,0 +1,37 @@
+"""The Dagster code location: `dagster dev -m pipeline.definitions` (or `cryptowire dev`)."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from pipeline.assets.enrich import articles, crypto_assets
+from pipeline.assets.events import prediction_events
+from pipeline.assets.ingest import raw_articles
+from pipeline.assets.serving import serving_snapshot
+from pipeline.checks import ALL_CHECKS
+from pipeline.resources import FeedsResource, SnapshotsResource, WarehouseResource
+from warehouse.config import Settings, get_settings
+
+ALL_ASSETS = [raw_articles, crypto_assets, articles, prediction_events, serving_snapshot]
+
+refresh_job = dg.define_asset_job(
+    "refresh", selection=dg.AssetSelection.all(), description="Ingest every feed and refresh everything downstream."
+)
+
+
+def resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
+    return {
+        "warehouse": WarehouseResource(path=str(settings.warehouse_path.resolve())),
+        "feeds": FeedsResource(feeds_file=str(settings.feeds_file.resolve())),
+        "snapshots": SnapshotsResource(directory=str(settings.snapshots_dir.resolve()), keep=settings.snapshots_keep),
+    }
+
+
+def build_definitions(settings: Settings | None = None) -> dg.Definitions:
+    settings = settings or get_settings()
+    return dg.Definitions(
+        assets=ALL_ASSETS, asset_checks=ALL_CHECKS, jobs=[refresh_job], resources=resources(settings)
+    )
+
+
+defs = build_definitions()

@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.httpserver import LocalServer
+from warehouse.config import Settings, get_settings
+
+PROJECT = Path(__file__).resolve().parent.parent
+SHARED = (PROJECT / ".." / "shared").resolve()
+SHARED_FEEDS = SHARED / "fixtures" / "feeds"
+SHARED_SENTIMENT = SHARED / "data" / "sentiment"
+
+
+@pytest.fixture
+def data_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """An empty data home; ``get_settings()`` points at it for the test's duration."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("CRYPTOWIRE_HOME", str(home))
+    get_settings.cache_clear()
+    yield home
+    get_settings.cache_clear()
+
+
+@pytest.fixture
+def settings(data_home: Path) -> Settings:
+    return get_settings()
+
+
+@pytest.fixture
+def local_server() -> Iterator[LocalServer]:
+    with LocalServer() as srv:
+        yield srv
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"shared data: {SHARED} ({'present' if SHARED.exists() else 'MISSING'}); cores: {os.cpu_count()}"

@@ -1,0 +1,1 @@
+"""DuckDB warehouse: configuration, schema and migrations, the write side, snapshots, read-side queries."""

@@ -1,0 +1,87 @@
+"""The one configuration object. Every path lives under one data home (``CRYPTOWIRE_HOME``)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+SAMPLE_FEEDS = PROJECT_ROOT / "pipeline" / "sample" / "feeds.yaml"
+
+
+class Settings(BaseSettings):
+    """Read from ``CRYPTOWIRE_*`` environment variables (and a ``.env`` file if present)."""
+
+    model_config = SettingsConfigDict(env_prefix="CRYPTOWIRE_", env_file=".env", extra="ignore")
+
+    # --- paths -----------------------------------------------------------------
+    home: Path = Field(default=Path(".cryptowire"), description="Data home: warehouse, snapshots, platform db, Dagster home.")
+    feeds_file: Path = Field(default=SAMPLE_FEEDS, description="Feeds YAML to ingest (default: the bundled sample).")
+
+    # --- ingestion -------------------------------------------------------------
+    fetch_concurrency: int = Field(default=16, description="Feeds fetched at once.")
+    fetch_connect_timeout: float = Field(default=5.0, description="Seconds to connect to a feed host.")
+    fetch_read_timeout: float = Field(default=15.0, description="Seconds between bytes from a feed host.")
+    fetch_deadline: float = Field(default=120.0, description="Seconds for one whole ingestion run.")
+    fetch_max_bytes: int = Field(default=10 * 1024 * 1024, description="Feed bodies are cut at this size.")
+    fetch_max_redirects: int = Field(default=5, description="Redirects followed per feed.")
+    fetch_retries: int = Field(default=2, description="Retries on timeouts and 5xx (with backoff).")
+    user_agent: str = Field(
+        default="cryptowire/0.1 (+https://github.com/cryptowire/cryptowire; feed reader)",
+        description="User-Agent sent to feed hosts.",
+    )
+
+    # --- enrichment ------------------------------------------------------------
+    sentiment_batch_size: int = Field(default=64, description="Texts per inference batch.")
+    sentiment_threads: int = Field(default=0, description="torch threads (0: number of cores).")
+
+    # --- serving ---------------------------------------------------------------
+    host: str = Field(default="127.0.0.1", description="Address `cryptowire serve` binds.")
+    port: int = Field(default=8000, description="Port `cryptowire serve` binds.")
+    api_keys: list[str] = Field(default_factory=list, description="Static access keys (development only).")
+    snapshots_keep: int = Field(default=3, description="Serving snapshots kept on disk.")
+    plans_file: Path | None = Field(default=None, description="Plans YAML overriding the bundled plans.yaml.")
+    redis_url: str | None = Field(default=None, description="Share rate limits and counters via Redis (redis://...).")
+    log_format: str = Field(default="text", description="`text` or `json`.")
+
+    # --- html-to-pdf -----------------------------------------------------------
+    chromium_path: Path = Field(default=Path("/usr/bin/chromium"), description="Chromium binary for PDF rendering.")
+    pdf_concurrency: int = Field(default=0, description="Pages rendered at once (0: number of cores).")
+    pdf_queue: int = Field(default=16, description="Requests waiting for a renderer before 503.")
+    pdf_allow_hosts: list[str] = Field(
+        default_factory=list, description="Hosts or CIDRs the PDF renderer may reach despite the SSRF rules."
+    )
+
+    # --- derived paths ---------------------------------------------------------
+    @property
+    def warehouse_path(self) -> Path:
+        return self.home / "warehouse.duckdb"
+
+    @property
+    def snapshots_dir(self) -> Path:
+        return self.home / "snapshots"
+
+    @property
+    def platform_db(self) -> Path:
+        return self.home / "platform.sqlite"
+
+    @property
+    def dagster_home(self) -> Path:
+        return self.home / "dagster"
+
+    @property
+    def model_cache_dir(self) -> Path:
+        return self.home / "models"
+
+    def ensure_dirs(self) -> None:
+        for d in (self.home, self.snapshots_dir, self.dagster_home):
+            d.mkdir(parents=True, exist_ok=True)
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings; tests call ``get_settings.cache_clear()`` after changing the environment."""
+    return Settings()
