@@ -8,15 +8,21 @@ from pipeline.assets.enrich import articles, crypto_assets
 from pipeline.assets.events import prediction_events
 from pipeline.assets.ingest import raw_articles
 from pipeline.assets.serving import serving_snapshot
+from pipeline.automation import (
+    automation_sensor,
+    backfill_articles_job,
+    ingest_job,
+    maintenance,
+    rederive_events_job,
+    refresh_job,
+    schedules,
+)
 from pipeline.checks import ALL_CHECKS
 from pipeline.resources import FeedsResource, SnapshotsResource, WarehouseResource
 from warehouse.config import Settings, get_settings
 
 ALL_ASSETS = [raw_articles, crypto_assets, articles, prediction_events, serving_snapshot]
 
-refresh_job = dg.define_asset_job(
-    "refresh", selection=dg.AssetSelection.all(), description="Ingest every feed and refresh everything downstream."
-)
 
 
 def resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
@@ -30,7 +36,12 @@ def resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
 def build_definitions(settings: Settings | None = None) -> dg.Definitions:
     settings = settings or get_settings()
     return dg.Definitions(
-        assets=ALL_ASSETS, asset_checks=ALL_CHECKS, jobs=[refresh_job], resources=resources(settings)
+        assets=ALL_ASSETS,
+        asset_checks=ALL_CHECKS,
+        jobs=[ingest_job, refresh_job, backfill_articles_job, rederive_events_job, maintenance],
+        schedules=schedules(settings),
+        sensors=[automation_sensor],
+        resources=resources(settings),
     )
 
 

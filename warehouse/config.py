@@ -34,6 +34,10 @@ class Settings(BaseSettings):
         description="User-Agent sent to feed hosts.",
     )
 
+    # --- orchestration ---------------------------------------------------------
+    schedule_cron: str = Field(default="*/10 * * * *", description="When the feeds are polled (cron, UTC).")
+    fetch_log_days: int = Field(default=30, description="Days of feed_fetches rows kept by the maintenance job.")
+
     # --- enrichment ------------------------------------------------------------
     sentiment_batch_size: int = Field(default=64, description="Texts per inference batch.")
     sentiment_threads: int = Field(default=0, description="torch threads (0: number of cores).")
@@ -43,6 +47,9 @@ class Settings(BaseSettings):
     port: int = Field(default=8000, description="Port `cryptowire serve` binds.")
     api_keys: list[str] = Field(default_factory=list, description="Static access keys (development only).")
     snapshots_keep: int = Field(default=3, description="Serving snapshots kept on disk.")
+    snapshot_poll_seconds: float = Field(
+        default=1.0, gt=0, description="How often the API checks for a newly published serving snapshot."
+    )
     plans_file: Path | None = Field(default=None, description="Plans YAML overriding the bundled plans.yaml.")
     redis_url: str | None = Field(default=None, description="Share rate limits and counters via Redis (redis://...).")
     log_format: str = Field(default="text", description="`text` or `json`.")
@@ -52,8 +59,14 @@ class Settings(BaseSettings):
     pdf_concurrency: int = Field(default=0, description="Pages rendered at once (0: number of cores).")
     pdf_queue: int = Field(default=16, description="Requests waiting for a renderer before 503.")
     pdf_allow_hosts: list[str] = Field(
-        default_factory=list, description="Hosts or CIDRs the PDF renderer may reach despite the SSRF rules."
+        default_factory=list,
+        description="Destinations the PDF renderer may reach despite the SSRF rules (JSON list): host, host:port, "
+        "IP, IP:port, [IPv6]:port or CIDR.",
     )
+    pdf_timeout_ms: int = Field(default=30_000, description="Default per-request PDF deadline (timeoutMs, at most 60000).")
+    pdf_restart_every: int = Field(default=200, description="Conversions after which the browser is replaced (0: never).")
+    pdf_max_memory_mb: int = Field(default=1024, description="Browser memory (PSS, MB) above which it is replaced.")
+    pdf_prewarm: bool = Field(default=True, description="Launch Chromium when the server starts (else on first use).")
 
     # --- derived paths ---------------------------------------------------------
     @property

@@ -4,6 +4,7 @@
 import dagster as dg
 
 from pipeline.assets.ingest import POOL
+from pipeline.automation import EAGER
 from pipeline.resources import WarehouseResource
 from warehouse.config import get_settings
 
@@ -29,6 +30,7 @@ def crypto_assets(warehouse: WarehouseResource) -> dg.MaterializeResult:
     pool=POOL,
     deps=["raw_articles", crypto_assets],
     kinds={"duckdb", "pytorch"},
+    automation_condition=EAGER,
     description=(
         "Every raw article with sentiment (fine-tuned MiniLM), tickers and topics. Incremental: only articles "
         "without a score for the current model_version, or tags for the current tagger_version, are processed."

@@ -5,6 +5,7 @@ import dagster as dg
 
 from pipeline.assets.enrich import articles
 from pipeline.assets.ingest import POOL
+from pipeline.automation import EAGER
 from pipeline.resources import WarehouseResource
 
 ARTICLE_SQL = """
@@ -18,13 +19,15 @@ FROM articles WHERE len(tickers) > 0
     pool=POOL,
     deps=[articles],
     kinds={"duckdb"},
+    automation_condition=EAGER,
     description="Resolvable binary (Yes/No) prediction events derived from the news, with stable pevt_ ids.",
 )
 def prediction_events(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
+    from warehouse.events import merge_events
+
     from models.tagging import load_registry
     from pipeline.events import ArticleIn, derive_events
     from warehouse.db import utcnow
-    from warehouse.events import merge_events
 
     names = {a.symbol: a.name for a in load_registry()}
     with warehouse.connect() as con:

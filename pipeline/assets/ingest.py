@@ -5,6 +5,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from pipeline.automation import RAW_FRESHNESS
 from pipeline.resources import FeedsResource, WarehouseResource
 from warehouse.config import get_settings
 
@@ -15,6 +16,7 @@ POOL = "duckdb_writer"
     group_name="ingest",
     pool=POOL,
     kinds={"duckdb", "python"},
+    freshness_policy=RAW_FRESHNESS,
     description="One row per unique article from every enabled feed (RSS/Atom), merged idempotently.",
 )
 def raw_articles(

@@ -8,6 +8,7 @@ import dagster as dg
 from pipeline.assets.enrich import articles
 from pipeline.assets.events import prediction_events
 from pipeline.assets.ingest import POOL
+from pipeline.automation import EAGER
 from pipeline.resources import SnapshotsResource, WarehouseResource
 
 
@@ -16,6 +17,7 @@ from pipeline.resources import SnapshotsResource, WarehouseResource
     pool=POOL,
     deps=[articles, prediction_events],
     kinds={"duckdb"},
+    automation_condition=EAGER,
     description="A new DuckDB file with the curated tables in serving order, published atomically; the API "
     "switches to it between requests. The newest few are kept.",
 )

@@ -1,0 +1,90 @@
+"""Schedules, declarative automation, maintenance and backfill jobs."""
+
+from datetime import timedelta
+
+import dagster as dg
+
+from pipeline.resources import SnapshotsResource, WarehouseResource
+from warehouse.config import Settings
+
+# raw_articles is polled by the schedule; everything downstream follows its upstream (declarative automation).
+EAGER = dg.AutomationCondition.eager()
+RAW_FRESHNESS = dg.FreshnessPolicy.time_window(fail_window=timedelta(minutes=30), warn_window=timedelta(minutes=15))
+
+ingest_job = dg.define_asset_job(
+    "ingest_feeds", selection=dg.AssetSelection.assets("raw_articles"), description="Poll every enabled feed."
+)
+refresh_job = dg.define_asset_job(
+    "refresh", selection=dg.AssetSelection.all(), description="Ingest every feed and refresh everything downstream."
+)
+backfill_articles_job = dg.define_asset_job(
+    "backfill_articles",
+    selection=dg.AssetSelection.assets("crypto_assets", "articles").downstream(),
+    description="Re-score and re-tag every article whose model_version or tagger_version is not current, "
+    "then re-derive events and publish. Idempotent: a second run finds nothing to do.",
+)
+rederive_events_job = dg.define_asset_job(
+    "rederive_events",
+    selection=dg.AssetSelection.assets("prediction_events").downstream(),
+    description="Re-derive prediction events from the current articles (ids and created_at are stable) and publish.",
+)
+
+
+@dg.op(pool="duckdb_writer", description="Delete feed_fetches rows older than the retention, then CHECKPOINT the warehouse.")
+def prune_and_checkpoint(context: dg.OpExecutionContext, warehouse: WarehouseResource) -> int:
+    from warehouse.config import get_settings
+
+    days = get_settings().fetch_log_days
+    with warehouse.connect() as con:
+        deleted = con.execute(
+            f"DELETE FROM feed_fetches WHERE started_at < now()::TIMESTAMP - INTERVAL {int(days)} DAY"
+        ).fetchall()[0][0]
+        con.execute("CHECKPOINT")
+    context.log.info(f"deleted {deleted} feed_fetches rows older than {days} days; checkpointed")
+    return deleted
+
+
+@dg.op(description="Remove serving snapshots beyond the newest N (the published one is always kept).")
+def prune_snapshots(context: dg.OpExecutionContext, snapshots: SnapshotsResource) -> int:
+    from pathlib import Path
+
+    from warehouse.publish import prune_snapshots as prune
+
+    removed = prune(Path(snapshots.directory), keep=snapshots.keep)
+    context.log.info(f"removed {len(removed)} old snapshot(s)")
+    return len(removed)
+
+
+@dg.job(description="Daily: prune old snapshots and fetch logs, checkpoint the warehouse.")
+def maintenance() -> None:
+    prune_and_checkpoint()
+    prune_snapshots()
+
+
+def schedules(settings: Settings) -> list[dg.ScheduleDefinition]:
+    return [
+        dg.ScheduleDefinition(
+            name="poll_feeds",
+            job=ingest_job,
+            cron_schedule=settings.schedule_cron,
+            execution_timezone="UTC",
+            default_status=dg.DefaultScheduleStatus.RUNNING,
+            description="Poll the feeds; downstream assets follow through declarative automation.",
+        ),
+        dg.ScheduleDefinition(
+            name="daily_maintenance",
+            job=maintenance,
+            cron_schedule="17 3 * * *",
+            execution_timezone="UTC",
+            default_status=dg.DefaultScheduleStatus.RUNNING,
+        ),
+    ]
+
+
+automation_sensor = dg.AutomationConditionSensorDefinition(
+    "follow_upstream",
+    target=dg.AssetSelection.all(),
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=30,
+    description="Materializes downstream assets (articles, events, snapshot) when their upstream changes.",
+)

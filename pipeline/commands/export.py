@@ -1,0 +1,79 @@
+"""`cryptowire export`: write a warehouse table to Parquet or CSV for other tools."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from pipeline.commands.output import emit_json, fail
+
+TABLES = (
+    "articles",
+    "article_tickers",
+    "crypto_assets",
+    "prediction_events",
+    "prediction_event_sources",
+    "raw_articles",
+    "feed_fetches",
+)
+
+
+def export_table(warehouse: Path, table: str, fmt: str, out: Path) -> int:
+    """Copy one table to ``out``; returns the row count. Opens the warehouse read-only."""
+    import duckdb
+
+    from warehouse import db
+
+    try:
+        con = db.connect(warehouse, read_only=True)
+    except duckdb.IOException as exc:
+        raise RuntimeError(
+            f"the warehouse is locked by a running materialization ({exc}); retry when the run has finished"
+        ) from exc
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        options = "(FORMAT parquet, COMPRESSION zstd)" if fmt == "parquet" else "(FORMAT csv, HEADER true)"
+        # CSV has no list type: lists are written as JSON arrays so that other tools can read them back.
+        select = "*"
+        if fmt == "csv":
+            cols = con.execute(
+                "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ? "
+                "ORDER BY ordinal_position",
+                [table],
+            ).fetchall()
+            select = ", ".join(
+                f"to_json({name}) AS {name}" if dtype.endswith("[]") else name for name, dtype in cols
+            )
+        con.execute(f"COPY (SELECT {select} FROM {table}) TO '{out}' {options}")
+        return con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]
+    finally:
+        con.close()
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def export(
+        table: str = typer.Option(..., "--table", help=f"One of: {', '.join(TABLES)}."),
+        fmt: str = typer.Option("parquet", "--format", help="parquet or csv."),
+        out: Path = typer.Option(..., "--out", help="File to write."),
+        as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    ) -> None:
+        """Write a warehouse table to Parquet or CSV."""
+        from warehouse.config import get_settings
+
+        if table not in TABLES:
+            fail(f"unknown table {table!r}: choose one of {', '.join(TABLES)}")
+        if fmt not in ("parquet", "csv"):
+            fail(f"unknown format {fmt!r}: choose parquet or csv")
+        warehouse = get_settings().warehouse_path
+        if not warehouse.exists():
+            fail(f"no warehouse at {warehouse}: run `cryptowire materialize` first")
+        try:
+            rows = export_table(warehouse, table, fmt, out)
+        except RuntimeError as exc:
+            fail(str(exc))
+        if as_json:
+            emit_json({"table": table, "format": fmt, "out": str(out), "rows": rows})
+        else:
+            typer.echo(f"wrote {rows} rows of {table} to {out}")
