@@ -1,0 +1,315 @@
+"""Resolution dates from date phrases, relative to the article's publication time.
+
+A phrase resolves to one day (00:00 UTC; the question covers that whole UTC day), or to an exact time when
+the article gives one in UTC ("March 15, 2026 at 14:00 UTC"). A phrase that names a period resolves to its
+last day: "in December" -> December 31, "Q1" -> March 31, "by year-end" -> December 31, "next week" -> the
+Sunday of next week, "early 2026" -> March 31 (end of Q1), "mid-2026" -> June 30. A date without a year is its
+next occurrence after publication, except that a day up to 60 days *before* publication is taken as a past
+reference and not resolved (a March 10 article saying "on March 2" means the March 2 that just passed).
+Whatever is not strictly after the publication time resolves to ``None``: the article gave a date, but not one
+a question can be asked about.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+
+PAST_WINDOW_DAYS = 60  # a yearless day this close before publication is a past reference, not next year's
+
+_MONTHS = {
+    "jan": 1, "feb": 2, "mar": 3, "apr": 4, "may": 5, "jun": 6,
+    "jul": 7, "aug": 8, "sep": 9, "oct": 10, "nov": 11, "dec": 12,
+}
+# Month names are matched capitalised only: "may" and "mar" are also ordinary words.
+_MON = (
+    r"(?:January|February|March|April|May|June|July|August|September|October|November|December"
+    r"|Jan\.?|Feb\.?|Mar\.?|Apr\.?|Jun\.?|Jul\.?|Aug\.?|Sept\.?|Sep\.?|Oct\.?|Nov\.?|Dec\.?)"
+)
+_WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+_NUMBER_WORDS = {
+    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirty": 30, "ninety": 90,
+}
+_ORDINAL_WORDS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "1st": 1, "2nd": 2, "3rd": 3, "4th": 4}
+_YEAR = r"(?P<year>20\d{2})(?!\d|,\d)"
+_TIME = r"(?P<hh>[01]?\d|2[0-3]):(?P<mi>[0-5]\d)\s*(?:UTC|GMT)"
+
+
+@dataclass(frozen=True)
+class DateHit:
+    """A date phrase found in a text; ``when`` is None if it does not resolve to a time after publication."""
+
+    start: int
+    end: int
+    text: str
+    when: datetime | None
+    rule: str
+    precise: bool = False
+
+
+def find_dates(text: str, published_at: datetime) -> list[DateHit]:
+    """Every date phrase in ``text``, left to right; longer, more specific phrases win over overlapping ones."""
+    taken: list[tuple[int, int]] = []
+    hits: list[DateHit] = []
+    for pattern, rule, resolver in _RULES:
+        for m in pattern.finditer(text):
+            if any(m.start() < end and start < m.end() for start, end in taken):
+                continue
+            when, precise = resolver(m, published_at)
+            if when is not None and when <= published_at:
+                when = None
+            taken.append((m.start(), m.end()))
+            hits.append(DateHit(m.start(), m.end(), m.group(0), when, rule, precise))
+    return sorted(hits, key=lambda h: h.start)
+
+
+def resolve_phrase(text: str, published_at: datetime) -> datetime | None:
+    """The resolution time of the first date phrase in ``text`` (None when there is none or it is not later)."""
+    hits = find_dates(text, published_at)
+    return hits[0].when if hits else None
+
+
+def default_price_date(published_at: datetime) -> datetime:
+    """The resolution day of a price level cited without a date: the last day of the publication month, or of
+    the next month when fewer than 7 days of this one remain (so every question runs at least a week)."""
+    end = _month_end(published_at.year, published_at.month)
+    if end - published_at < timedelta(days=7):
+        year, month = _add_months(published_at.year, published_at.month, 1)
+        end = _month_end(year, month)
+    return end
+
+
+# --- resolvers -------------------------------------------------------------------------------------------
+
+
+def _day(year: int, month: int, day: int) -> datetime | None:
+    try:
+        return datetime(year, month, day)
+    except ValueError:
+        return None  # "February 30"
+
+
+def _month_end(year: int, month: int) -> datetime:
+    return datetime(year, month, calendar.monthrange(year, month)[1])
+
+
+def _add_months(year: int, month: int, n: int) -> tuple[int, int]:
+    index = year * 12 + (month - 1) + n
+    return index // 12, index % 12 + 1
+
+
+def _month_number(token: str) -> int:
+    return _MONTHS[token.strip(".").lower()[:3]]
+
+
+def _next_occurrence(month: int, day: int, published_at: datetime) -> datetime | None:
+    """This year's day if it is still ahead, None if it just passed (a past reference), else next year's."""
+    this_year = _day(published_at.year, month, day)
+    if this_year is None:
+        return _day(published_at.year + 1, month, day)
+    if this_year > published_at:
+        return this_year
+    if published_at - this_year <= timedelta(days=PAST_WINDOW_DAYS):
+        return None
+    return _day(published_at.year + 1, month, day)
+
+
+def _with_time(day: datetime | None, m: re.Match[str]) -> tuple[datetime | None, bool]:
+    groups = m.groupdict()
+    if day is None or not groups.get("hh"):
+        return day, False
+    return day.replace(hour=int(groups["hh"]), minute=int(groups["mi"])), True
+
+
+def _explicit(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
+    g = m.groupdict()
+    month, day = _month_number(g["mon"]), int(g["day"])
+    if g.get("year"):
+        return _with_time(_day(int(g["year"]), month, day), m)
+    return _with_time(_next_occurrence(month, day, pub), m)
+
+
+def _iso(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
+    return _with_time(_day(int(m["year"]), int(m["mo"]), int(m["d"])), m)
+
+
+def _us_numeric(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
+    return _day(int(m["year"]), int(m["mo"]), int(m["d"])), False
+
+
+def _month(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
+    month = _month_number(m["mon"])
+    if m["year"]:
+        return _month_end(int(m["year"]), month), False
+    year = pub.year if month >= pub.month else pub.year + 1
+    return _month_end(year, month), False
+
+
+def _quarter(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
+    q = int(m["q"]) if m["q"] else _ORDINAL_WORDS[m["qw"].lower()]
+    if m["year"] or m["yy"]:
+        year = int(m["year"]) if m["year"] else 2000 + int(m["yy"])
+    else:
+        year = pub.year if q >= (pub.month - 1) // 3 + 1 else pub.year + 1
+    return _month_end(year, q * 3), False
+
+
+def _relative_quarter(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
+    q = (pub.month - 1) // 3 + (1 if (m.groupdict().get("which") or "").lower() == "next" else 0)
+    year, month = _add_months(pub.year, 1, q * 3 + 2)
+    return _month_end(year, month), False
+
+
+def _half(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
+    h = int(m["h"]) if m["h"] else (1 if m["hw"].lower() == "first" else 2)
+    if m["year"]:
+        year = int(m["year"])
+    else:
+        year = pub.year if h >= (1 if pub.month <= 6 else 2) else pub.year + 1
+    return _month_end(year, 6 * h), False
+
+
+def _year_end(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
+    offset = 1 if (m["which"] or "").lower() == "next" else 0
+    return datetime(pub.year + offset, 12, 31), False
+
+
+def _named_year(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
+    return datetime(int(m["year"]), 12, 31), False
+
+
+def _part_of_year(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
+    if m["year"]:
+        year = int(m["year"])
+    else:
+        year = pub.year + (1 if m["which"].lower() == "next" else 0)
+    month = {"early": 3, "mid": 6, "late": 12}[m["part"].lower()]
+    return _month_end(year, month), False
+
+
+def _this_or_next_year(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
+    return datetime(pub.year + (1 if m["which"].lower() == "next" else 0), 12, 31), False
+
+
+def _week(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
+    sunday = datetime.combine(pub.date(), datetime.min.time()) + timedelta(days=6 - pub.weekday())
+    if (m["which"] or "this").lower() == "next":
+        sunday += timedelta(days=7)
+    return sunday, False
+
+
+def _month_relative(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
+    n = 1 if (m["which"] or "this").lower() == "next" else 0
+    year, month = _add_months(pub.year, pub.month, n)
+    return _month_end(year, month), False
+
+
+def _offset(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
+    raw = m["n"].lower()
+    n = int(raw) if raw.isdigit() else _NUMBER_WORDS[raw]
+    unit = m["unit"].lower().rstrip("s")
+    start = datetime.combine(pub.date(), datetime.min.time())
+    if unit == "day":
+        return start + timedelta(days=n), False
+    if unit == "week":
+        return start + timedelta(days=7 * n), False
+    year, month = _add_months(pub.year, pub.month, n)
+    return _day(year, month, min(pub.day, calendar.monthrange(year, month)[1])), False
+
+
+def _tomorrow(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
+    return datetime.combine(pub.date(), datetime.min.time()) + timedelta(days=1), False
+
+
+def _weekday(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
+    target = _WEEKDAYS.index(m["wd"].lower())
+    ahead = (target - pub.weekday()) % 7
+    if ahead == 0:
+        return None, False  # "on Wednesday" written on a Wednesday: today or a week on, not knowable
+    if m["which"] and m["which"].lower() == "next" and pub.weekday() < target:
+        return None, False  # "next Friday" on a Monday: this week's or next week's, not knowable
+    return datetime.combine(pub.date(), datetime.min.time()) + timedelta(days=ahead), False
+
+
+def _christmas(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
+    return _next_occurrence(12, 25, pub), False
+
+
+def _unresolvable(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
+    return None, False
+
+
+def _r(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+_I = "(?i:"  # case-insensitive group opener; month names stay case-sensitive
+_NUM_WORD = r"(?P<n>\d{1,3}|a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirty|ninety)"
+
+_RULES: list[tuple[re.Pattern[str], str, Callable[[re.Match[str], datetime], tuple[datetime | None, bool]]]] = [
+    # 14:00 UTC on March 15, 2026 / March 15, 2026 at 14:00 UTC / March 15 / 15 March 2026 / March 15th
+    (_r(rf"\b{_TIME}\s+{_I}on\s+)(?P<mon>{_MON})\s+(?P<day>[0-3]?\d)(?:st|nd|rd|th)?\b(?:,?\s+{_YEAR})?"),
+     "explicit", _explicit),
+    (_r(rf"\b(?P<mon>{_MON})\s+(?P<day>[0-3]?\d)(?:st|nd|rd|th)?\b(?!\s*[%$]|,\d|\.\d)(?:,?\s+{_YEAR})?"
+        rf"(?:,?\s+{_I}at\s+){_TIME})?"),
+     "explicit", _explicit),
+    (_r(rf"\b(?P<day>[0-3]?\d)(?:st|nd|rd|th)?\s+{_I}of\s+)?(?P<mon>{_MON})(?![a-z])(?:,?\s+{_YEAR})?"
+        rf"(?:,?\s+{_I}at\s+){_TIME})?"),
+     "explicit", _explicit),
+    (_r(rf"\b(?P<year>20\d{{2}})-(?P<mo>[01]\d)-(?P<d>[0-3]\d)(?:[T\s]{_TIME})?"), "explicit", _iso),
+    (_r(r"\b(?P<mo>[01]?\d)/(?P<d>[0-3]?\d)/(?P<year>20\d{2})\b"), "explicit", _us_numeric),
+    # Christmas (Day)
+    (_r(rf"\b{_I}christmas(?:\s+day)?)\b"), "christmas", _christmas),
+    # Q1 / Q1 2026 / the first quarter of 2026 / end of Q3
+    (_r(rf"\b(?:Q(?P<q>[1-4])|{_I}(?P<qw>first|second|third|fourth|1st|2nd|3rd|4th)\s+quarter))"
+        rf"(?:\s+(?:{_I}of)\s+)?{_YEAR}|'(?P<yy>\d{{2}})\b)?(?!\d)"),
+     "quarter", _quarter),
+    (_r(rf"\b{_I}(?:the\s+)?(?:end\s+of\s+(?:the\s+)?)?(?P<which>this|next|current)\s+quarter)\b"),
+     "quarter", _relative_quarter),
+    (_r(rf"\b{_I}(?:the\s+end\s+of\s+the\s+quarter|quarter[-\s]end))\b"), "quarter", _relative_quarter),
+    # H1 / the second half of 2026
+    (_r(rf"\b(?:H(?P<h>[12])|{_I}(?P<hw>first|second)\s+half))(?:\s+{_I}of\s+)?{_YEAR})?(?!\d)"), "half", _half),
+    # early 2026 / mid-2026 / late next year
+    (_r(rf"\b{_I}(?P<part>early|mid|late)[-\s](?:{_YEAR}|(?P<which>this|next)\s+year))\b"), "part_of_year",
+     _part_of_year),
+    # in December / by end of March / December 2026
+    (_r(rf"\b{_I}(?:in|by|until|till|through|during|for|(?:the\s+)?end\s+of|early|mid|late)\s+)"
+        rf"(?P<mon>{_MON})(?![a-z])(?:\s+{_YEAR})?"),
+     "month", _month),
+    (_r(rf"\b(?P<mon>{_MON})(?![a-z])\s+{_YEAR}"), "month", _month),
+    # year-end, end of the year, end of next year, EOY
+    (_r(rf"\b{_I}(?:(?:the\s+)?end\s+of\s+(?:the\s+)?(?:(?P<which>this|next)\s+)?year|year[-\s]end"
+        rf"|end[-\s]of[-\s]year|EOY)\b)"),
+     "year", _year_end),
+    # by / in / end of 2026
+    (_r(rf"\b{_I}(?:by|in|during|through|until|till|for|(?:the\s+)?end\s+of)\s+){_YEAR}(?![-/]\d)"), "year",
+     _named_year),
+    (_r(rf"\b{_I}(?P<which>this|next)\s+year)\b"), "year", _this_or_next_year),
+    # next week, this week, by the weekend, end of the week
+    (_r(rf"\b{_I}(?:(?:later|by|until)\s+)?(?:(?:the\s+)?end\s+of\s+)?(?P<which>this|next)\s+week(?:end)?"
+        rf"|(?:by|until|before)\s+the\s+weekend|(?:the\s+)?end\s+of\s+the\s+week)\b"),
+     "week", _week),
+    # this month, next month, month-end, end of the month
+    (_r(rf"\b{_I}(?:(?:later|by)\s+)?(?:(?:the\s+)?end\s+of\s+)?(?P<which>this|next)\s+month"
+        rf"|(?:the\s+)?end\s+of\s+(?:the\s+)?month|month[-\s]end)\b"),
+     "month", _month_relative),
+    # in two weeks, within 30 days, in 3 months
+    (_r(rf"\b{_I}(?:in|within)\s+(?:the\s+next\s+)?{_NUM_WORD}\s+(?P<unit>days?|weeks?|months?))\b"), "offset",
+     _offset),
+    (_r(rf"\b{_I}tomorrow)\b"), "tomorrow", _tomorrow),
+    # on Wednesday, by Friday, next Monday
+    (_r(rf"\b{_I}(?:on|by|until|this|(?P<which>next))\s+(?P<wd>monday|tuesday|wednesday|thursday|friday"
+        rf"|saturday|sunday))\b"),
+     "weekday", _weekday),
+    # recognised, never a time after publication
+    (_r(rf"\b{_I}today|tonight|yesterday|last\s+(?:week|month|year|quarter))\b"), "past_or_now", _unresolvable),
+]
+
+
+def iso_day(value: date | datetime) -> str:
+    """``2026-12-31`` for a datetime or date."""
+    return value.strftime("%Y-%m-%d")

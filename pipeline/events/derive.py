@@ -1,0 +1,198 @@
+"""From articles to prediction events: one question per article at most, one event per question."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+
+from pipeline.events.dates import default_price_date
+from pipeline.events.ids import event_id
+from pipeline.events.numbers import find_amounts
+from pipeline.events.templates import (
+    ETF,
+    LISTING,
+    PRICE,
+    UPGRADE,
+    AssetFinder,
+    Found,
+    clean,
+    find_etf,
+    find_listing,
+    find_price,
+    find_upgrade,
+    pick_date,
+    sentences,
+    upgrade_name,
+    write,
+)
+
+OPTIONS = ("Yes", "No")
+
+
+@dataclass(frozen=True)
+class ArticleIn:
+    """What derivation reads from an article (a row of ``articles``)."""
+
+    id: str
+    title: str
+    summary: str
+    url: str | None
+    image_url: str | None
+    source_name: str
+    published_at: datetime  # naive UTC
+    tickers: tuple[str, ...]
+    topics: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class EventCandidate:
+    """One derived event, before the warehouse gives it a ``created_at`` and a ``status``."""
+
+    id: str
+    event_title: str
+    event_description: str
+    source_url: str | None
+    image_url: str | None
+    source_article_id: str
+    source_published_at: datetime
+    date: datetime
+    options: tuple[str, str]
+    tags: tuple[str, ...]
+    asset: str
+    kind: str
+    comparator: str | None
+    threshold: float | None
+    currency: str | None
+    resolution_criteria: str
+    resolution_source: str
+    # Beyond asset and date, what tells two questions apart: the exchange of a listing, the upgrade's name,
+    # the ETF's issuer. Part of the id.
+    subject: str | None = None
+    # Every article that asks this question, oldest first (the first is the source).
+    source_article_ids: tuple[str, ...] = ()
+
+
+# Words that tie a summary sentence to the question when the headline gave no date.
+_CONTEXT = {
+    ETF: re.compile(r"\b(?:deadline|decide|decision|rule\s+on|approve)\b", re.I),
+    LISTING: re.compile(r"\b(?:trading|list|listing|listed)\b", re.I),
+    UPGRADE: re.compile(r"\b(?:upgrade|fork|mainnet|launch|activate[sd]?|go\s+live|goes\s+live|roll\s+out)\b", re.I),
+}
+
+
+def derive_events(
+    articles: Iterable[ArticleIn],
+    names: Mapping[str, str],
+    aliases: Mapping[str, Iterable[str]] | None = None,
+) -> list[EventCandidate]:
+    """The events the articles support, one per distinct question, oldest source first.
+
+    ``names`` maps ticker -> display name ("BTC" -> "Bitcoin") and is how assets are found in the text;
+    ``aliases`` adds other spellings (the registry's aliases) beyond the few built in."""
+    finder = AssetFinder(names, aliases)
+    groups: dict[str, list[EventCandidate]] = {}
+    for article in articles:
+        candidate = derive_article(article, names, finder)
+        if candidate is not None:
+            groups.setdefault(candidate.id, []).append(candidate)
+    events = []
+    for group in groups.values():
+        group.sort(key=lambda c: (c.source_published_at, c.source_article_id))
+        first = group[0]
+        article_ids = tuple(dict.fromkeys(c.source_article_id for c in group))
+        events.append(replace(first, source_article_ids=article_ids))
+    events.sort(key=lambda c: (c.source_published_at, c.source_article_id, c.id))
+    return events
+
+
+def derive_article(article: ArticleIn, names: Mapping[str, str], finder: AssetFinder) -> EventCandidate | None:
+    """The one event an article supports, or None."""
+    tickers = set(article.tickers or ())
+    if not tickers:
+        return None
+    published = _naive_utc(article.published_at)
+    title, summary = clean(article.title), clean(article.summary)
+    units = [title, *sentences(summary)] if title else sentences(summary)
+    mentions = [finder.find(u) for u in units]
+    title_name = next((n for u, ms in zip(units, mentions, strict=True) if (n := upgrade_name(u, ms))), None)
+    title_tickers = {m.ticker for m in mentions[0]} if units else set()
+    fallback = next(iter(title_tickers)) if len(title_tickers) == 1 else None
+    context = f"{title} {summary}"
+    for i, unit in enumerate(units):
+        ms = mentions[i]
+        for found in (
+            find_etf(unit, ms, context),
+            find_listing(unit, ms),
+            find_price(unit, ms, context),
+            find_upgrade(unit, ms, published, title_name, fallback),
+        ):
+            if found is None or found.ticker not in tickers:
+                continue
+            when = _resolution_date(found, i, units, published)
+            if when is None:
+                continue
+            return _candidate(article, found, when, names, title, summary, published)
+    return None
+
+
+def _resolution_date(found: Found, index: int, units: list[str], published: datetime) -> datetime | None:
+    """The date in the question's own sentence; else one a related summary sentence gives; else, for price
+    levels only, the default (``dates.default_price_date``). A date that is not after publication: None."""
+    hit = pick_date(found.unit, published, found.anchor)
+    if hit is not None:
+        return hit.when
+    for j, other in enumerate(units):
+        if j == index:
+            continue
+        if found.kind == PRICE:
+            same = [a for a in find_amounts(other) if a.value == found.threshold]
+            if not same:
+                continue
+            hit = pick_date(other, published, (same[0].start, same[0].end))
+        else:
+            key = _CONTEXT[found.kind].search(other)
+            if not key:
+                continue
+            hit = pick_date(other, published, (key.start(), key.end()))
+        if hit is not None:
+            return hit.when
+    return default_price_date(published) if found.kind == PRICE else None
+
+
+def _candidate(
+    article: ArticleIn, found: Found, when: datetime, names: Mapping[str, str], title: str, summary: str,
+    published: datetime,
+) -> EventCandidate:
+    name = names.get(found.ticker, found.ticker)
+    texts = write(found, when, name, article.source_name, title, summary, published)
+    tags = tuple(dict.fromkeys([found.ticker, *(t for t in (article.topics or ()) if t)]))
+    return EventCandidate(
+        id=event_id(found.ticker, found.kind, found.comparator, found.threshold, when, found.subject),
+        event_title=texts.title,
+        event_description=texts.description,
+        source_url=article.url,
+        image_url=article.image_url,
+        source_article_id=article.id,
+        source_published_at=published,
+        date=when,
+        options=OPTIONS,
+        tags=tags,
+        asset=found.ticker,
+        kind=found.kind,
+        comparator=found.comparator,
+        threshold=found.threshold,
+        currency=found.currency,
+        resolution_criteria=texts.criteria,
+        resolution_source=texts.source,
+        subject=found.subject,
+        source_article_ids=(article.id,),
+    )
+
+
+def _naive_utc(value: datetime) -> datetime:
+    if value.tzinfo is not None:
+        return value.astimezone(UTC).replace(tzinfo=None)
+    return value
+

@@ -1,0 +1,762 @@
+"""The event templates: recognising a resolvable question in a headline or summary sentence, and writing it.
+
+Four templates, tried in this order on the title and then on each summary sentence (the first that matches
+wins, so an article yields at most one event):
+
+- ``etf_decision``  "SEC to Decide on Northgate's Spot Solana ETF by December 15"
+- ``listing``       "Binance Will List Hyperliquid (HYPE) for Spot Trading on November 19"
+- ``upgrade_or_launch``  "Ethereum's Glamsterdam Upgrade on Track for Q1 2027", "Aave v4 Launch Set for December 3"
+- ``price_threshold``    "Bitcoin Eyes $100K", "ETH Could Hit $5,000 by Year-End", "SOL Slides Toward $150 Support"
+
+Every template wants a forward-looking cue next to its object (a modal, "eyes", "to decide", "set for", a
+future date ...), so that reports of what already happened ("Bitcoin Tops $100,000", "Upbit Lists SUI")
+produce nothing. When a sentence is unclear (two assets, no direction, a date that already passed) the
+template declines: a missing event is cheaper than a wrong one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from pipeline.events.dates import DateHit, find_dates
+from pipeline.events.numbers import Amount, find_amounts, format_money
+
+PRICE = "price_threshold"
+ETF = "etf_decision"
+LISTING = "listing"
+UPGRADE = "upgrade_or_launch"
+KINDS = (PRICE, ETF, LISTING, UPGRADE)
+
+MAX_PRICE = 1e7  # "$1.2 billion" is an inflow or a valuation, never a coin's price level
+
+# Common names the registry does not spell out ("Ether" is an alias of Ethereum; these are the few that
+# headlines use constantly). Only used for tickers the article was tagged with.
+EXTRA_ALIASES: dict[str, tuple[str, ...]] = {
+    "BTC": ("Bitcoin", "XBT"),
+    "ETH": ("Ether", "Ethereum"),
+    "POL": ("Polygon", "MATIC"),
+    "BNB": ("Binance Coin",),
+    "TON": ("Toncoin",),
+    "USDT": ("Tether",),
+    "XRP": ("XRP Ledger", "XRPL"),
+}
+
+EXCHANGES = (
+    "Binance.US", "Binance", "Coinbase", "Kraken", "OKX", "Bybit", "Robinhood", "Upbit", "Bithumb", "KuCoin",
+    "Gemini", "Bitget", "Gate.io", "Crypto.com", "Bitstamp", "HTX", "Huobi", "MEXC", "Bitfinex", "Bitvavo",
+    "eToro", "Revolut",
+)
+_EXCHANGE_RE = re.compile(r"(?<![\w.])(" + "|".join(re.escape(e) for e in EXCHANGES) + r")(?:'s)?(?![\w])")
+
+
+# --- text helpers ----------------------------------------------------------------------------------------
+
+_TRANSLATE = str.maketrans({
+    "\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2010": "-", "\u2011": "-", "\u2012": "-",
+    "\u2013": "-", "\u2014": " - ", "\u00a0": " ", "\u202f": " ", "\u2009": " ",
+})
+_BOILERPLATE = re.compile(r"\s*(?:The post .*? appeared first on .*|This article first appeared on [^.]*\.)\s*$")
+_ABBREVIATIONS = ("U.S.", "U.K.", "Inc.", "Corp.", "Ltd.", "Co.", "Mr.", "Ms.", "Dr.", "St.", "vs.", "No.", "Mt.")
+_MONTH_ABBREVIATIONS = ("Jan.", "Feb.", "Mar.", "Apr.", "Jun.", "Jul.", "Aug.", "Sep.", "Sept.", "Oct.", "Nov.", "Dec.")
+
+
+def clean(text: str) -> str:
+    """Plain quotes and dashes, single spaces, without feed boilerplate ("The post ... appeared first on")."""
+    text = (text or "").translate(_TRANSLATE)
+    text = re.sub(r"\s+", " ", text).strip()
+    return _BOILERPLATE.sub("", text).strip()
+
+
+def sentences(text: str) -> list[str]:
+    """Split a summary into sentences without breaking "U.S." or "Oct. 26"."""
+    protected = text
+    for abbr in _ABBREVIATIONS + _MONTH_ABBREVIATIONS:
+        protected = protected.replace(abbr, abbr.replace(".", "\x00"))
+    parts = re.split(r"(?<=[.!?])\s+(?=[\"'(\[$A-Z0-9])", protected)
+    return [p.replace("\x00", ".").strip() for p in parts if p.strip()]
+
+
+def long_date(value: datetime) -> str:
+    """``December 31, 2026``, or ``14:00 UTC on March 15, 2026`` when a time of day is set."""
+    day = f"{value:%B} {value.day}, {value.year}"
+    if value.hour or value.minute:
+        return f"{value:%H:%M} UTC on {day}"
+    return day
+
+
+def indefinite(word: str) -> str:
+    """ "a" or "an" for the word, by sound: an XRP ETF, an Ethereum ETF, a Solana ETF, a USDC ..."""
+    if not word:
+        return "a"
+    if word.isupper() and len(word) > 1:  # read letter by letter
+        return "an" if word[0] in "AEFHILMNORSX" else "a"
+    if word.lower().startswith(("uni", "use", "usd", "one")):
+        return "a"
+    return "an" if word[0].lower() in "aeiou" else "a"
+
+
+def possessive(name: str) -> str:
+    return f"{name}'" if name.endswith("s") else f"{name}'s"
+
+
+# --- asset mentions ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Mention:
+    start: int
+    end: int
+    ticker: str
+
+
+_TOKEN = re.compile(r"\$?[A-Za-z0-9]+(?:\.[A-Za-z0-9]+)*")
+
+
+class AssetFinder:
+    """Finds where assets are named in a text: the symbol (case-sensitive, also "$SOL"), the name and a few
+    common aliases (case-insensitive, also possessive "Bitcoin's"). The longest name wins where it starts
+    ("Bitcoin Cash" is BCH, not BTC). Word n-grams are looked up in a dict, which keeps it fast."""
+
+    def __init__(self, names: Mapping[str, str], aliases: Mapping[str, Iterable[str]] | None = None):
+        ticker_of: dict[str, str] = {}
+        for ticker, name in names.items():
+            ticker_of.setdefault(_key(name), ticker)
+        for ticker, extra in {**EXTRA_ALIASES, **(aliases or {})}.items():
+            if ticker in names:
+                for form in extra:
+                    ticker_of.setdefault(_key(form), ticker)
+        self._phrases = ticker_of
+        self._prefixes = {" ".join(k.split()[:n]) for k in ticker_of for n in range(1, k.count(" ") + 2)}
+        self._symbols = {t for t in names if re.fullmatch(r"[A-Z0-9]{2,12}", t)}
+
+    def find(self, text: str) -> list[Mention]:
+        tokens = list(_TOKEN.finditer(text))
+        found: list[Mention] = []
+        i = 0
+        while i < len(tokens):
+            hit = self._match_at(text, tokens, i)
+            if hit is None:
+                i += 1
+                continue
+            mention, used = hit
+            found.append(mention)
+            i += used
+        return found
+
+    def _match_at(self, text: str, tokens: list[re.Match[str]], i: int) -> tuple[Mention, int] | None:
+        """The longest name or symbol starting at token ``i`` (a name's words are single-space separated)."""
+        first = tokens[i]
+        start = first.start()
+        if start > 0 and (text[start - 1].isalnum() or text[start - 1] in "_$"):
+            return None
+        word = first.group(0)
+        best: tuple[Mention, int] | None = None
+        if word.lstrip("$") in self._symbols:
+            end = _possessive_end(text, first.end())
+            if not _continues(text, end, hyphen_ok=True):
+                best = (Mention(start, end, word.lstrip("$")), 1)
+        if word.startswith("$"):
+            return best
+        key = ""
+        for j in range(i, len(tokens)):
+            if j > i and text[tokens[j - 1].end() : tokens[j].start()] != " ":
+                break
+            key = tokens[j].group(0).lower() if j == i else f"{key} {tokens[j].group(0).lower()}"
+            if key not in self._prefixes:
+                break
+            ticker = self._phrases.get(key)
+            if ticker:
+                end = _possessive_end(text, tokens[j].end())
+                if not _continues(text, end, hyphen_ok=False):
+                    best = (Mention(start, end, ticker), j - i + 1)
+        return best
+
+
+def _continues(text: str, end: int, hyphen_ok: bool) -> bool:
+    """Whether the word goes on past ``end`` ("Bitcoin-backed" is not Bitcoin; "ETH-USDT" is ETH)."""
+    after = text[end : end + 1]
+    return after.isalnum() or after == "_" or (not hyphen_ok and after == "-")
+
+
+def _key(name: str) -> str:
+    return " ".join(t.group(0) for t in _TOKEN.finditer(name)).lower()
+
+
+def _possessive_end(text: str, end: int) -> int:
+    if text.startswith("'s", end) and not text[end + 2 : end + 3].isalnum():
+        return end + 2
+    if text.startswith("'", end) and not text[end + 1 : end + 2].isalnum():
+        return end + 1
+    return end
+
+
+# --- what a template finds ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Found:
+    """A question recognised in one sentence (``unit``); the date is chosen afterwards (``derive``)."""
+
+    kind: str
+    ticker: str
+    unit: str
+    anchor: tuple[int, int]  # where the question's object sits in ``unit``: dates nearest to it win
+    comparator: str | None = None
+    threshold: float | None = None
+    currency: str | None = None
+    subject: str | None = None  # what identifies it beyond asset + date: issuer, exchange, upgrade name
+    detail: dict[str, str] = field(default_factory=dict)
+
+
+# Dates that belong to something else: "ahead of November 24 fee upgrade", "since January".
+_FOREIGN_DATE = re.compile(r"(?:ahead\s+of|after|since|following|last|earlier|past|from\s+its)\s+(?:the\s+)?$", re.I)
+
+
+def pick_date(unit: str, published_at: datetime, anchor: tuple[int, int]) -> DateHit | None:
+    """The date phrase that belongs to the question: the nearest one after its object, else the nearest
+    before it. Phrases introduced by "ahead of", "after", "since" ... date something else and are skipped."""
+    hits = [h for h in find_dates(unit, published_at) if not _FOREIGN_DATE.search(unit[: h.start])]
+    after = [h for h in hits if h.start >= anchor[1]]
+    if after:
+        return min(after, key=lambda h: h.start)
+    before = [h for h in hits if h.end <= anchor[0]]
+    if before:
+        return max(before, key=lambda h: h.end)
+    return None
+
+
+# --- price thresholds --------------------------------------------------------------------------------------
+
+_UP_VERBS = (
+    r"hit|reach|top|touch|tag|see|climb|rise|rally|surge|soar|jump|run|pump|rocket|fly|explode|break|breach"
+    r"|cross|exceed|surpass|clear|return|reclaim|retake|recover|rebound|go|push|smash|blast|flip|print"
+    r"|overtake|challenge|spike|zoom|shoot\s+up|revisit\s+highs\s+of"
+)
+_DOWN_VERBS = (
+    r"drop|fall|sink|slide|slip|dip|tumble|plunge|crash|slump|decline|retreat|correct|collapse|plummet|crater"
+    r"|lose|retrace|bleed|nosedive|dump|shed|sag"
+)
+_NEUTRAL_VERBS = (
+    r"test|retest|revisit|trade|hover|stay|hold|be|sit|settle|end|close|finish|head|move|edge|swing|inch|creep|drift"
+)
+
+
+def _verb_forms(stems: str) -> str:
+    out = []
+    for stem in stems.split("|"):
+        if " " in stem or "\\" in stem:
+            out.append(stem)
+            continue
+        out.append(rf"{stem}(?:s|es|ing|{stem[-1]}ing)?" if not stem.endswith("e") else rf"{stem}(?:s|d)?|{stem[:-1]}ing")
+    return "|".join(out)
+
+
+_UP = _verb_forms(_UP_VERBS) + r"|rising|diving"
+_DOWN = _verb_forms(_DOWN_VERBS) + r"|falling|sliding|diving|declining|retreating"
+_NEUTRAL = _verb_forms(_NEUTRAL_VERBS)
+_PREP = r"(?:back\s+)?(?:above|over|past|beyond|below|under|beneath|to|toward|towards|at|near|around|through)?\s*(?:the\s+)?"
+_MODAL = (
+    r"(?:could|can|will|would|may|might|should|must|to|set\s+to|poised\s+to|likely\s+to|expected\s+to"
+    r"|on\s+track\s+to|primed\s+to|ready\s+to|about\s+to|bound\s+to|tipped\s+to|predicted\s+to|forecast\s+to"
+    r"|projected\s+to|needs?\s+to|going\s+to|aims?\s+to|looks?\s+to|seeks?\s+to|threatens?\s+to|risks?)"
+)
+_W = r"[\w$.'-]+"
+# Each pattern ends where the amount starts.
+_CUE_MODAL = re.compile(
+    rf"\b(?P<modal>{_MODAL})\s+(?:{_W}\s+){{0,3}}?(?:(?P<up>{_UP})|(?P<down>{_DOWN})|(?P<neutral>{_NEUTRAL}))"
+    rf"(?:\s+(?:another\s+)?\d+(?:\.\d+)?%)?\s+{_PREP}$",
+    re.I,
+)
+_CUE_DIRECT = re.compile(
+    r"\b(?P<cue>eyes?|eyeing|targets?|targeting|sets?\s+sights\s+on|aims?\s+(?:for|at)|bets?\s+on|betting\s+on"
+    r"|calls?\s+for|predicts?|predicting|forecasts?|forecasting|sees|seeing|projects?|expects?|expecting"
+    r"|watch(?:es|ing)?|eyes\s+a\s+(?:move|run|rally|return|push|drop|fall|slide)\s+(?:to|toward|towards))"
+    r"\s+(?:(?:a|an|the)\s+)?(?:(?:fresh|new|next|potential|possible)\s+)?"
+    r"(?:(?:move|run|rally|return|push|drop|fall|slide|retest|test)\s+(?:to|toward|towards|of|above|below)\s+)?"
+    r"(?:(?:price\s+)?target\s+of\s+)?$",
+    re.I,
+)
+# "Aldridge Sees Bitcoin at $135,000", "Analyst Expects ETH to Hit $5K" (the asset sits between cue and level)
+_CUE_SEES = re.compile(
+    rf"\b(?:sees?|expects?|predicts?|forecasts?|projects?|calls?\s+for|targets?)\s+(?:{_W}\s+){{1,3}}?"
+    r"(?:at|to|hitting|reaching|topping|near)\s+$",
+    re.I,
+)
+_CUE_TOWARD = re.compile(
+    rf"\b(?:(?P<up>{_UP})|(?P<down>{_DOWN})|(?P<neutral>{_NEUTRAL}|march(?:es|ing)?|race[sd]?|racing|grind(?:s|ing)?))"
+    r"\s+(?:back\s+)?(?:toward|towards|for)\s+(?:the\s+)?$"
+    r"|\bhead(?:s|ed|ing)?\s+(?:back\s+)?(?:to|toward|towards|for)\s+(?:the\s+)?$"
+    r"|\b[a-z]+(?:s|ing)\s+(?:(?P<up2>up|higher)|(?P<down2>down|lower))\s+(?:toward|towards)\s+(?:the\s+)?$"
+    r"|\bon\s+(?:its|the)\s+way\s+to\s+$",
+    re.I,
+)
+_CUE_NOUN = re.compile(
+    r"\b(?:(?:a|an|another)\s+(?:(?:potential|possible|further|fresh|new)\s+)?|(?:potential|possible|further)\s+)(?:(?:move|run|push|rally|return|climb|rise|surge|"
+    r"trip|path|drop|fall|slide|decline|retest|test|revisit)\s+(?:back\s+)?(?:to|toward|towards|above|below|of)"
+    r")\s+(?:the\s+)?$",
+    re.I,
+)
+_HEADLINE_TO = re.compile(r"\bto\s+$")  # "Bitcoin to $150K by 2026?" - checked with the asset right before
+_RIGHT_TARGET = re.compile(
+    r"^\s*(?:(?P<asset>[\w$]+)\s+)?(?:price\s+)?(?P<what>target|prediction|forecast|call|projection)s?\b", re.I
+)
+_NOT_A_PRICE = re.compile(
+    r"^\s*(?:in\s+(?:inflows?|outflows?|liquidations?|volume|funding|fees|revenue|profit|losses?|bitcoin|ether|"
+    r"stablecoins?|crypto|tokens?|shares)|worth\b|of\s+(?:inflows?|outflows?|btc|eth|bitcoin|ether))",
+    re.I,
+)
+_ALLOWED_AFTER = frozenset(
+    "by before in this next within on again as amid after while level levels mark support resistance price "
+    "target targets zone area range handle threshold barrier milestone for with if soon says say said analyst "
+    "analysts trader traders is could may until and or but first per ahead despite following then once at from "
+    "into over under is next".split()
+)
+_UPSIDE_CUE = re.compile(
+    r"\b(?:eyes?|eyeing|targets?|targeting|sights|aims?|bets?|betting|calls?|predicts?|forecasts?|expects?|sees?"
+    r"|projects?)\b",
+    re.I,
+)
+_LEVEL = re.compile(r"^\s*(?:level\s+|mark\s+|area\s+|zone\s+)?(?P<level>support|resistance|floor|ceiling)\b", re.I)
+_BEARISH = re.compile(r"\b(?:bear(?:s|ish)?|downside|crash|correction|sell-off|selloff|short(?:s|ing)?)\b", re.I)
+# "added 1% to reach $909", "jumped to hit $100K": an infinitive after a move that already happened.
+_TO_AFTER_MOVE = re.compile(
+    r"(?:%|\b\w+ed|\bfail(?:s|ing)?|\b(?:rises|jumps|climbs|soars|surges|falls|drops|slides|sinks|rallies|gains|spikes"
+    r"|dips|rose|fell|sank|slid|ran|grew|swung))\s*$",
+    re.I,
+)
+_PAST_GUARD = re.compile(r"\b(?:after|since|following|fail(?:s|ed)?\s+to|failing\s+to)\s+(?:\S+\s+){0,2}$", re.I)
+_REF_LEFT = re.compile(
+    r"(?:\b(?:trad(?:es|ed|ing)|chang(?:es|ed|ing)\s+hands|was|is|sits|sat|stood|stands|hover(?:s|ed|ing)?"
+    r"|holding|holds|held|priced|steady|flat)\s+(?:(?:just\s+)?(?:at|near|around|above|below|close\s+to)\s+)?"
+    r"|\b(?:rose|fell|climbed|dropped|slid|jumped|gained|lost|rallied|sank|dipped|added|slipped|surged|tumbled"
+    r"|up|down)\s+(?:\d+(?:\.\d+)?%\s+)?to\s+|@\s*|\bat\s+)$",
+    re.I,
+)
+
+
+def _follower_ok(after: str, mentions_after: bool) -> bool:
+    stripped = after.lstrip()
+    if not stripped or stripped[0] in "?!.,;:)-'\"":
+        return True
+    if mentions_after:
+        return True
+    word = re.match(r"[A-Za-z]+", stripped)
+    return bool(word) and word.group(0).lower() in _ALLOWED_AFTER
+
+
+def reference_price(text: str, threshold: Amount) -> float | None:
+    """The asset's current price as the article states it ("trades at $18.40", "fell 7% to $158"), if any.
+    Only amounts within 0.2x-5x of the level count: other assets' prices are usually far off."""
+    for amount in find_amounts(text):
+        if amount.value == threshold.value or amount.currency not in (None, "USD"):
+            continue
+        if not (0.2 * threshold.value <= amount.value <= 5 * threshold.value):
+            continue
+        if _REF_LEFT.search(text[max(0, amount.start - 40) : amount.start]):
+            return amount.value
+    return None
+
+
+def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None:
+    """A price level with a forward-looking cue next to it, and the asset it is about."""
+    for amount in find_amounts(unit):
+        if amount.currency not in (None, "USD") or not (0 < amount.value < MAX_PRICE):
+            continue
+        left = unit[: amount.start]
+        right = unit[amount.end :]
+        if _NOT_A_PRICE.match(right):
+            continue
+        after_mentions = [m for m in mentions if m.start >= amount.end and m.start - amount.end <= 2]
+        if not _follower_ok(right, bool(after_mentions)):
+            continue
+        direction: str | None = None
+        cue_start: int | None = None
+        neutral = False
+        target = _RIGHT_TARGET.match(right)
+        for pattern in (_CUE_MODAL, _CUE_TOWARD):
+            m = pattern.search(left)
+            if m and m.groupdict().get("modal", "").lower() == "to" and _TO_AFTER_MOVE.search(left[: m.start()]):
+                m = None
+            if m:
+                cue_start = m.start()
+                if m.groupdict().get("up") or m.groupdict().get("up2"):
+                    direction = "above"
+                elif m.groupdict().get("down") or m.groupdict().get("down2"):
+                    direction = "below"
+                else:
+                    neutral = True
+                break
+        if cue_start is None:
+            m = _CUE_DIRECT.search(left) or _CUE_NOUN.search(left) or _CUE_SEES.search(left)
+            if m:
+                cue_start = m.start()
+                text = m.group(0).lower()
+                if re.search(rf"\b(?:{_DOWN})\b", text):
+                    direction = "below"
+                elif re.search(rf"\b(?:{_UP})\b", text):
+                    direction = "above"
+                else:
+                    neutral = True
+        if cue_start is None and target and (target.group("asset") is None or after_mentions):
+            cue_start = amount.start
+            neutral = True
+        if cue_start is None and _HEADLINE_TO.search(left):
+            before = [m for m in mentions if m.end <= amount.start]
+            if before and re.fullmatch(r"\s*to\s*", unit[before[-1].end : amount.start], re.I):
+                cue_start = before[-1].start
+                neutral = True
+        if cue_start is None or _PAST_GUARD.search(left[:cue_start]):
+            continue
+        # A preposition right before the amount is the strongest direction signal ("close above", "dip below").
+        prep = re.search(r"\b(above|over|past|beyond|below|under|beneath)\s+(?:the\s+)?$", left, re.I)
+        if prep:
+            direction = "above" if prep.group(1).lower() in ("above", "over", "past", "beyond") else "below"
+            neutral = False
+        if neutral:
+            level = _LEVEL.match(right) or _LEVEL.match(re.sub(r"^\s*(?:[\w$]+\s+)?", " ", right, count=1))
+            if level:
+                direction = "below" if level.group("level").lower() in ("support", "floor") else "above"
+            elif target and _BEARISH.search(unit):
+                direction = "below"
+            else:
+                ref = reference_price(context, amount)
+                if ref is not None and ref != amount.value:
+                    direction = "above" if ref < amount.value else "below"
+                elif target or _UPSIDE_CUE.search(unit[cue_start : amount.start]):
+                    direction = "above"  # a target or an "eyes" with nothing pointing down is an upside target
+        if direction is None:
+            continue
+        asset = _asset_for(mentions, amount, after_mentions)
+        if asset is None:
+            continue
+        return Found(
+            kind=PRICE, ticker=asset, unit=unit, anchor=(amount.start, amount.end), comparator=direction,
+            threshold=amount.value, currency="USD",
+        )
+    return None
+
+
+def _asset_for(mentions: list[Mention], amount: Amount, after: list[Mention]) -> str | None:
+    """The asset a price belongs to: the nearest one named before it, else one named right after it
+    ("$76K BTC price target")."""
+    before = [m for m in mentions if m.end <= amount.start]
+    if before:
+        return before[-1].ticker
+    if after:
+        return after[0].ticker
+    return None
+
+
+# --- ETF decisions -----------------------------------------------------------------------------------------
+
+_ETF_WORD = re.compile(r"\b(?:ETF|ETP|exchange-traded\s+(?:fund|product))s?\b|\bTrust\b(?!\s+Wallet)")
+_ETF_DECISION = re.compile(
+    r"\b(?:to\s+(?:decide|rule|approve|act)|will\s+(?:decide|rule|approve)|decision\s+(?:is\s+)?(?:still\s+)?due"
+    r"|decide\s+by|deadline|has\s+until|delays?|delayed|postpones?|postponed|extends?|pushes\s+back"
+    r"|(?:could|may|might|expected\s+to|set\s+to|likely\s+to)\s+approve|approval\s+(?:is\s+)?(?:expected|due))\b",
+    re.I,
+)
+_ETF_FEATURE = re.compile(r"\b(?:options?|staking|in-kind|redemptions?|creations?|amendments?)\b", re.I)
+_SEC = re.compile(r"\bSEC\b|Securities and Exchange Commission")
+_OTHER_REGULATOR = re.compile(r"\b(?:SFC|FCA|ASIC|ESMA|MAS|FINMA|BaFin|OSC|CSRC|FSA)\b")
+_ISSUERS = (
+    "BlackRock", "iShares", "Fidelity", "Grayscale", "VanEck", "Bitwise", "21Shares", "Franklin Templeton",
+    "Invesco", "WisdomTree", "Canary Capital", "Valkyrie", "Hashdex", "ProShares", "REX-Osprey", "CoinShares",
+    "Teucrium", "Volatility Shares",
+)
+_NOT_ISSUER = frozenset({"SEC", "The", "A", "U.S.", "US", "Spot", "Nasdaq", "NYSE", "Cboe", "Decision", "New"})
+_FILER_VERB = re.compile(r"^(?P<issuer>[A-Z][\w-]+)\s+(?i:adds|amends|files|updates|submits|refiles|revises)\b")
+
+
+def _issuer(unit: str, asset_mention: Mention) -> str | None:
+    """Who files the fund, when the sentence says: "Northgate's spot Solana ETF", "the Northgate Solana Trust",
+    a known issuer's name, or "Northgate Adds Staking to Solana ETF Proposal"."""
+    head = unit[: asset_mention.start]
+    m = re.search(r"\b(?P<issuer>[A-Z][\w.-]*)'s?\s+(?:(?i:proposed|planned|spot)\s+)*$", head)
+    if m and m.group("issuer") not in _NOT_ISSUER:
+        return m.group("issuer")
+    m = re.search(r"\bthe\s+(?P<issuer>[A-Z][\w.-]+)\s+$", head)
+    if m and m.group("issuer") not in _NOT_ISSUER:
+        return m.group("issuer")
+    for name in _ISSUERS:
+        if re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", unit):
+            return name
+    m = _FILER_VERB.match(unit)
+    if m and re.search(r"\bETF\s+(?:proposal|filing|application)", unit, re.I) and m.group("issuer") not in _NOT_ISSUER:
+        return m.group("issuer")
+    return None
+
+
+def find_etf(unit: str, mentions: list[Mention], article_text: str) -> Found | None:
+    """A pending SEC decision on a spot ETF for one asset."""
+    if not _SEC.search(article_text) or _OTHER_REGULATOR.search(unit):
+        return None
+    decision = _ETF_DECISION.search(unit)
+    if not decision:
+        return None
+    for etf in _ETF_WORD.finditer(unit):
+        if re.match(r"\s*options?\b", unit[etf.end() :], re.I):
+            continue  # options on an ETF, not the ETF
+        lo, hi = sorted((decision.start(), etf.start()))
+        between = unit[lo:hi]
+        if decision.start() < etf.start() and _ETF_FEATURE.search(between):
+            continue  # "decision on staking for the X ETF" is about a feature, not the fund
+        near = [m for m in mentions if m.end <= etf.start() and len(unit[m.end : etf.start()].split()) <= 2]
+        if not near:
+            continue
+        tickers = {m.ticker for m in mentions if m.end <= etf.start() and etf.start() - m.end <= 40}
+        if len(tickers) > 1:
+            return None  # "Solana and XRP ETFs": which one?
+        mention = near[-1]
+        issuer = _issuer(unit, mention)
+        spot = bool(re.search(r"\bspot\b", unit[max(0, mention.start - 30) : etf.end()], re.I))
+        return Found(
+            kind=ETF, ticker=mention.ticker, unit=unit, anchor=(decision.start(), max(decision.end(), etf.end())),
+            subject=issuer, detail={"spot": "spot" if spot else ""},
+        )
+    return None
+
+
+# --- listings ----------------------------------------------------------------------------------------------
+
+_LIST_FORWARD = re.compile(
+    r"\b(?:to|will|would|set\s+to|plans?\s+to|is\s+set\s+to|is\s+to|says\s+it\s+will|is\s+going\s+to)\s+"
+    r"(?:list|add|debut|open\s+trading\s+(?:for|in|of)|launch\s+trading\s+(?:for|in|of)|"
+    r"begin\s+trading|start\s+trading)\b",
+    re.I,
+)
+_TRADING_SET = re.compile(
+    r"\btrading\s+(?:in\s+[^,.;]{1,30}?\s+)?(?:(?:is\s+)?set\s+for|(?:will\s+)?(?:start|begin|open|go\s+live)s?\b|"
+    r"to\s+(?:start|begin|open))",
+    re.I,
+)
+_ASSET_TO_LIST = re.compile(r"^\s*(?:to|will|set\s+to)\s+(?:be\s+listed|get\s+listed|list|debut|launch|go\s+live|"
+                            r"begin\s+trading|start\s+trading)\s+on\s+$", re.I)
+_NOT_SPOT = re.compile(r"^\W*(?:\w+\W+){0,2}?(?:futures|perps?|perpetuals?|options|margin|ETFs?|staking|lending|"
+                       r"earn|launchpool|launchpad|loans?|contracts?|treasury|reserves?|balance)\b", re.I)
+
+
+def find_listing(unit: str, mentions: list[Mention]) -> Found | None:
+    """An exchange's announced listing of one asset."""
+    exchanges = list(_EXCHANGE_RE.finditer(unit))
+    if not exchanges:
+        return None
+    exchange = exchanges[0].group(1)
+    forward = _LIST_FORWARD.search(unit) or _TRADING_SET.search(unit)
+    asset_first = None
+    for m in mentions:
+        if any(_ASSET_TO_LIST.match(unit[m.end : e.start()]) for e in exchanges):
+            asset_first = m
+    if not forward and not asset_first:
+        return None
+    anchor_at = asset_first.start if asset_first else forward.start()  # type: ignore[union-attr]
+    candidates = [asset_first] if asset_first else [m for m in mentions if m.start >= exchanges[0].end()]
+    if not candidates:
+        return None
+    listed = candidates[0]
+    if _NOT_SPOT.match(unit[listed.end :]):
+        return None
+    tickers = {m.ticker for m in candidates if m.ticker not in ("USDT", "USDC") and m.start - listed.end < 12}
+    if len(tickers) > 1 or re.match(r"^\s*(?:\([A-Z0-9]+\)\s*)?(?:,|and|&)\s", unit[listed.end :]):
+        return None  # several assets at once ("SUI and APT"): not one question
+    return Found(
+        kind=LISTING, ticker=listed.ticker, unit=unit, anchor=(min(anchor_at, listed.start), listed.end),
+        subject=exchange,
+    )
+
+
+# --- upgrades and launches ---------------------------------------------------------------------------------
+
+_TRIGGER = re.compile(
+    r"\b(?:(?P<net>mainnet|testnet|devnet)\s+)?(?P<noun>upgrade|hard\s+fork|fork|launch|rollout|roll-out|activation"
+    r"|mainnet)\b(?:\s+(?P<num>\d{1,3})\b)?(?:\s+(?:launch|target|date|activation)\b)?",
+    re.I,
+)
+_LAUNCH_VERB = re.compile(
+    r"\b(?i:to|will|set\s+to|plans?\s+to|is\s+set\s+to|expected\s+to|aims\s+to)\s+(?i:launch|roll\s+out|release|"
+    r"debut|ship|activate|deploy)\s+(?i:its\s+|the\s+)?(?P<name>(?:[A-Z0-9][\w.-]*|v\d[\w.]*)(?:\s+(?:[A-Z0-9][\w.-]*|"
+    r"v\d[\w.]*)){0,5})",
+)
+_PAST_LAUNCH = re.compile(
+    r"^\s*(?:\w+\s+){0,2}?(?:went\s+live|launched|activated|shipped|was\s+deployed|completed|arrived|"
+    r"went\s+into\s+effect|is\s+live|now\s+live)\b",
+    re.I,
+)
+_NAME_STOP = frozenset(
+    """a an the and or of for to on in at by with from its their this that next new first final full still set
+    sets schedule schedules scheduled approves approve approved confirms confirmed pushes push delays delayed
+    adds add begins begin plans plan targets target says say developers devs team teams client clients
+    governance foundation labs community validators date dates what why how major big key planned proposed
+    upcoming latest long-awaited much-anticipated critical highly its""".split()
+)
+_GENERIC = frozenset("network protocol chain mainnet layer blockchain".split())
+_MONTH_WORDS = frozenset(
+    "january february march april may june july august september october november december jan feb mar apr jun "
+    "jul aug sep sept oct nov dec q1 q2 q3 q4".split()
+)
+
+
+def _name_before(unit: str, at: int, mentions: list[Mention]) -> str | None:
+    """The upgrade's own name written right before it: "Glamsterdam", "Node 11", "Mysticeti v3", "v4".
+    Title Case makes every word look like a name, so common words, -ing words and dates stop the search."""
+    tokens = [t for t in re.finditer(r"[\w.-]+", unit[:at])]
+    name: list[str] = []
+    for i in range(len(tokens) - 1, -1, -1):
+        tok = tokens[i]
+        word = tok.group(0)
+        lower = word.lower().strip(".")
+        if any(m.start <= tok.start() < m.end for m in mentions) or lower in _NAME_STOP or lower in _MONTH_WORDS:
+            break
+        if lower.endswith("ing") or not (word[0].isupper() or re.fullmatch(r"v?\d[\w.]*", word)):
+            break
+        if word.isdigit() and i > 0 and tokens[i - 1].group(0).lower().strip(".") in _MONTH_WORDS:
+            break  # "November 24 Fee Upgrade": the 24 belongs to the date
+        name.insert(0, word)
+        if len(name) == 3:
+            break
+    if all(w.lower() in _GENERIC for w in name):
+        return None  # "Network Upgrade" names nothing
+    return " ".join(name)
+
+
+def find_upgrade(
+    unit: str, mentions: list[Mention], published_at: datetime, title_name: str | None, fallback: str | None
+) -> Found | None:
+    """A named upgrade, hard fork, product or mainnet launch with a date ahead (the date is checked later)."""
+    launch = _LAUNCH_VERB.search(unit)
+    if launch:
+        name, end = launch.group("name"), launch.end("name")
+        for hit in find_dates(unit, published_at):  # the name ends where a date phrase begins ("... v2 Next Week")
+            if launch.start("name") <= hit.start < end:
+                name, end = unit[launch.start("name") : hit.start].strip(), hit.start
+        before = [m for m in mentions if m.end <= launch.start()]
+        if name and before and name.split()[0].lower() not in _NAME_STOP:
+            return Found(
+                kind=UPGRADE, ticker=before[-1].ticker, unit=unit, anchor=(launch.start(), end),
+                subject=name, detail={"form": "product"},
+            )
+    for trig in _TRIGGER.finditer(unit):
+        if (trig.group("net") or "").lower() in ("testnet", "devnet"):
+            continue
+        noun = re.sub(r"\s+", " ", trig.group("noun").lower()).replace("roll-out", "rollout")
+        near = unit[max(0, trig.start() - 25) : trig.start()] + " " + " ".join(unit[trig.end() :].split()[:3])
+        if re.search(r"\b(?:testnet|devnet)\b", near, re.I):
+            continue  # a testnet fork is a rehearsal, not the event
+        if _PAST_LAUNCH.match(unit[trig.end() :]):
+            continue
+        name = _name_before(unit, trig.start(), mentions)
+        if trig.group("num"):
+            name = f"{name or ''} {trig.group('noun')} {trig.group('num')}".strip()
+        form = "mainnet" if noun in ("mainnet", "launch") else "upgrade"
+        if name is None and form == "upgrade":
+            name = title_name  # "the mainnet upgrade" in the summary, named in the title
+        if name is None and (form == "upgrade" or noun == "launch"):
+            continue  # "the next hard fork", "the launch": of what?
+        before = [m for m in mentions if m.end <= trig.start()]
+        if before:
+            asset = before[-1].ticker
+        elif len({m.ticker for m in mentions}) == 1:
+            asset = mentions[0].ticker
+        else:
+            asset = fallback if not mentions else None
+        if asset is None:
+            continue
+        return Found(
+            kind=UPGRADE, ticker=asset, unit=unit, anchor=(trig.start(), trig.end()), subject=name,
+            detail={"form": form, "noun": "hard fork" if "fork" in noun else "upgrade"},
+        )
+    return None
+
+
+def upgrade_name(unit: str, mentions: list[Mention]) -> str | None:
+    """A named upgrade or fork anywhere in a sentence, testnet ones included (to name a later bare mention)."""
+    for trig in _TRIGGER.finditer(unit):
+        if "fork" in trig.group("noun").lower() or trig.group("noun").lower() == "upgrade":
+            name = _name_before(unit, trig.start(), mentions)
+            if name:
+                return name
+    return None
+
+
+# --- writing the question -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Texts:
+    title: str
+    description: str
+    criteria: str
+    source: str
+
+
+def write(found: Found, when: datetime, name: str, source_name: str, title: str, summary: str,
+          published_at: datetime) -> Texts:
+    """The question, its context and its resolution rule, in plain grammatical English."""
+    day = long_date(when)
+    deadline = f"{when:%H:%M} UTC on {when:%B} {when.day}, {when.year}" if (when.hour or when.minute) else \
+        f"{day} (23:59 UTC)"
+    label = name if name.upper() == found.ticker else f"{name} ({found.ticker})"
+    if found.kind == PRICE:
+        money = format_money(found.threshold or 0.0, found.currency or "USD")
+        q = f"Will {name} close {found.comparator} {money} on {day}?"
+        level = f"The article cites the {money} level for {label}."
+        criteria = (
+            f"Resolves Yes if the {found.ticker}/USD daily close for {day} (UTC), as published by CoinGecko, is "
+            f"{'strictly above' if found.comparator == 'above' else 'strictly below'} {money}; otherwise No."
+        )
+        source = f"CoinGecko {found.ticker}/USD daily close (UTC)"
+    elif found.kind == ETF:
+        spot = "spot " if found.detail.get("spot") else ""
+        product = f"{spot}{name} ETF"
+        thing = f"{possessive(found.subject)} {product}" if found.subject else f"{indefinite(product)} {product}"
+        q = f"Will the SEC approve {thing} by {day}?"
+        level = f"The article cites a decision deadline of {day} for {thing}."
+        criteria = (
+            f"Resolves Yes if the U.S. Securities and Exchange Commission approves {thing} (an approval order, or "
+            f"the listing rule change or registration becoming effective) by {deadline}, as shown on sec.gov; "
+            f"otherwise No, including when the decision is delayed."
+        )
+        source = "U.S. Securities and Exchange Commission (sec.gov orders and notices)"
+    elif found.kind == LISTING:
+        exchange = found.subject or "the exchange"
+        q = f"Will {exchange} list {label} for trading by {day}?"
+        level = f"The article cites {day} for {possessive(exchange)} listing of {label}."
+        criteria = (
+            f"Resolves Yes if {exchange} opens trading in {label} by {deadline}, as shown by an official "
+            f"{exchange} announcement or its live markets; otherwise No."
+        )
+        source = f"Official {exchange} announcements and markets"
+    else:
+        subject = found.subject or ""
+        form = found.detail.get("form", "upgrade")
+        if form == "product":
+            q = f"Will {name} launch {subject} by {day}?"
+            thing = f"{possessive(name)} {subject}"
+            done = f"{name} launches {subject} publicly"
+        elif form == "mainnet":
+            thing = f"{possessive(name)} {subject}".strip() if subject else f"the {name} mainnet"
+            q = f"Will {thing} launch on mainnet by {day}?" if subject else f"Will the {name} mainnet launch by {day}?"
+            done = f"{thing} is live on mainnet" if subject else f"the {name} mainnet is live"
+        else:
+            noun = found.detail.get("noun", "upgrade")
+            thing = f"the {name} {subject} {noun}" if noun.lower() not in subject.lower() else f"the {name} {subject}"
+            q = f"Will {thing} go live on mainnet by {day}?"
+            done = f"{thing} is activated on mainnet"
+        level = f"The article cites {day} for {thing}."
+        criteria = (
+            f"Resolves Yes if {done} by {deadline}, as confirmed by the project's official announcements or a "
+            f"block explorer; otherwise No."
+        )
+        source = f"Official {name} announcements and block explorers"
+    published = f"{published_at:%B} {published_at.day}, {published_at.year}"
+    first = sentences(summary)[0] if summary else ""
+    first = first if len(first) <= 300 else first[:297].rstrip() + "..."
+    description = f'{source_name} reported on {published}: "{title}".' + (f" {first}" if first else "") + f" {level}"
+    return Texts(title=_capital(q), description=description, criteria=criteria, source=source)
+
+
+def _capital(text: str) -> str:
+    return text[0].upper() + text[1:] if text else text
