@@ -1,0 +1,256 @@
+"""``MeteredAccess``: the real ``api.access.Access`` — keys, plans, request rate and daily compute units."""
+
+from __future__ import annotations
+
+import logging
+import math
+import sqlite3
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from api.access import APIS, Caller, Charge
+from api.errors import ApiError
+from api.metering.keys import KeyRecord, hash_key, same_hash, well_formed
+from api.metering.limits import HISTORY_MAX_DAYS, Counters, MeteringUnavailable, RateLimiter, RateState
+from api.metering.plans import Plan
+from api.metering.store import PlatformStore
+
+log = logging.getLogger(__name__)
+
+USAGE_API = "usage"  # the usage report: every live key may read its own, whatever APIs it is enabled for
+# A key looked up is remembered this long: revoking a key takes effect on a running server within this delay.
+KEY_CACHE_SECONDS = 1.0
+_KEY_CACHE_MAX = 10_000
+
+UNKNOWN_KEY = (
+    "unknown or revoked access key: pass a valid key (it starts with cw_live_) as the last path segment; "
+    "`cryptowire keys list` shows the keys that exist"
+)
+
+
+def utc_day(now: float) -> str:
+    return datetime.fromtimestamp(now, UTC).date().isoformat()
+
+
+def seconds_to_midnight(now: float) -> int:
+    return max(1, math.ceil(86400 - now % 86400))
+
+
+def next_midnight_iso(now: float) -> str:
+    midnight = (int(now // 86400) + 1) * 86400
+    return datetime.fromtimestamp(midnight, UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")  # the API's DateTime form
+
+
+def _number(x: float) -> int | float:
+    return int(x) if float(x).is_integer() else x
+
+
+class MeteredAccess:
+    def __init__(
+        self,
+        store: PlatformStore,
+        plans: dict[str, Plan],
+        limiter: RateLimiter,
+        counters: Counters,
+        key_cache_seconds: float = KEY_CACHE_SECONDS,
+    ) -> None:
+        self.store = store
+        self.plans = plans
+        self._limiter = limiter
+        self._counters = counters
+        self._cache_seconds = key_cache_seconds
+        self._cache: dict[str, tuple[KeyRecord, float]] = {}  # sha256 -> (record, looked up at, monotonic)
+        self._day: tuple[int, str] = (-1, "")
+
+    # --- helpers -----------------------------------------------------------------
+    def _today(self, now: float) -> str:
+        epoch_day = int(now // 86400)
+        if epoch_day != self._day[0]:
+            self._day = (epoch_day, utc_day(now))
+        return self._day[1]
+
+    def _record(self, key: str) -> KeyRecord | None:
+        if not well_formed(key):
+            return None
+        digest = hash_key(key)
+        now = time.monotonic()
+        hit = self._cache.get(digest)
+        if hit is not None and now - hit[1] <= self._cache_seconds:
+            record = hit[0]
+        else:
+            found = self.store.lookup(digest)
+            if found is None:
+                self._cache.pop(digest, None)
+                return None
+            if len(self._cache) >= _KEY_CACHE_MAX:
+                self._cache.clear()
+            self._cache[digest] = (found, now)
+            record = found
+        if not same_hash(record.key_hash, digest):  # constant-time confirmation of the indexed lookup
+            return None
+        return record if record.usable(time.time()) else None
+
+    def _plan(self, name: str) -> Plan:
+        plan = self.plans.get(name)
+        if plan is None:
+            raise ApiError(403, "FORBIDDEN", f"this key's plan {name!r} is no longer offered; ask the operator "
+                           f"to move the key to one of: {', '.join(self.plans)}")
+        return plan
+
+    @staticmethod
+    def _unavailable(reason: object = None) -> ApiError:
+        log.warning("metering unavailable: %s", reason)  # never holds a key: errors from SQLite / Redis only
+        return ApiError(503, "METERING_UNAVAILABLE", "usage metering is unavailable right now; retry shortly",
+                        {"Retry-After": "1"})
+
+    # --- the Access protocol -----------------------------------------------------
+    async def check(self, key: str, api: str) -> Caller:
+        if api not in APIS and api != USAGE_API:
+            raise ValueError(f"unknown API {api!r}: expected one of {APIS + (USAGE_API,)}")
+        try:
+            record = self._record(key)
+        except sqlite3.Error as exc:
+            raise self._unavailable(type(exc).__name__) from None
+        if record is None:
+            raise ApiError(401, "UNAUTHENTICATED", UNKNOWN_KEY)
+        if api != USAGE_API and api not in record.apis:
+            enabled = ", ".join(record.apis) or "none"
+            raise ApiError(403, "FORBIDDEN", f"this access key is not enabled for the {api} API (enabled: "
+                           f"{enabled}); use a key created with --apis including {api}")
+        plan = self._plan(record.plan)
+        now = time.time()
+        day = self._today(now)
+        try:
+            rate = await self._limiter.take(record.id, plan.requests_per_second, plan.burst)
+            # For the X-CU-Remaining-Today header of a response that charges nothing: the last value this
+            # instance saw is enough (a charge returns the exact figure), so most requests skip a read here.
+            used = self._counters.peek(record.id, day)
+            if used is None:
+                used = await self._counters.used(record.id, day)
+        except MeteringUnavailable as exc:
+            raise self._unavailable(exc) from None
+        caller = Caller(key_id=record.id, plan=plan.name, api=api,
+                        info={"rate": rate, "day": day, "used": used})
+        if not rate.allowed:
+            raise ApiError(
+                429, "RATE_LIMITED",
+                f"too many requests: the {plan.title} plan allows {_number(plan.requests_per_second)} requests "
+                f"per second per key; retry after {rate.retry_after} s",
+                {"Retry-After": str(rate.retry_after), **self.headers(caller)},
+            )
+        return caller
+
+    async def reserve(self, caller: Caller, cost: int) -> Charge:
+        if isinstance(cost, bool) or not isinstance(cost, int) or cost < 0:
+            raise ValueError(f"cost must be a non-negative integer, got {cost!r}")
+        plan = self._plan(caller.plan)
+        now = time.time()
+        day = self._today(now)
+        try:
+            if cost == 0:
+                used = caller.info.get("used") if caller.info.get("day") == day else None
+                if used is None:
+                    used = await self._counters.used(caller.key_id, day)
+                return Charge(caller=caller, cost=0, info={"day": day, "used": used})
+            ok, used = await self._counters.charge(caller.key_id, day, caller.api, cost, plan.cu_per_day)
+        except MeteringUnavailable as exc:
+            raise self._unavailable(exc) from None
+        caller.info.update(day=day, used=used)
+        if not ok:
+            wait = seconds_to_midnight(now)
+            left = max(0, plan.cu_per_day - used)
+            raise ApiError(
+                429, "QUOTA_EXCEEDED",
+                f"daily allowance exceeded: this request costs {cost} CU and {left} of the {plan.title} plan's "
+                f"{plan.cu_per_day} CU remain today; the allowance resets at 00:00 UTC (in {wait} s) — or "
+                "upgrade the plan",
+                {"Retry-After": str(wait), **self.headers(caller)},
+            )
+        return Charge(caller=caller, cost=cost, info={"day": day, "used": used})
+
+    async def refund(self, charge: Charge) -> None:
+        """Give back a charge for work that failed for a reason that costs nothing. Idempotent."""
+        if charge.cost == 0 or charge.info.get("refunded"):
+            return
+        charge.info["refunded"] = True
+        caller = charge.caller
+        try:
+            used = await self._counters.refund(caller.key_id, str(charge.info["day"]), caller.api, charge.cost)
+        except MeteringUnavailable as exc:
+            charge.info["refunded"] = False
+            raise self._unavailable(exc) from None
+        charge.info["used"] = used
+        if caller.info.get("day") == charge.info["day"]:
+            caller.info["used"] = used
+
+    def headers(self, caller: Caller | None, charge: Charge | None = None) -> dict[str, str]:
+        if caller is None:
+            return {}
+        out: dict[str, str] = {}
+        rate = caller.info.get("rate")
+        if isinstance(rate, RateState):
+            out["X-RateLimit-Limit"] = str(rate.limit)
+            out["X-RateLimit-Remaining"] = str(rate.remaining)
+            out["X-RateLimit-Reset"] = str(rate.reset)
+        plan = self.plans.get(caller.plan)
+        info: dict[str, Any] = charge.info if charge is not None else caller.info
+        cost = 0 if charge is None or charge.info.get("refunded") else charge.cost
+        out["X-CU-Cost"] = str(cost)
+        if plan is not None and "used" in info:
+            out["X-CU-Remaining-Today"] = str(max(0, plan.cu_per_day - int(info["used"])))
+        return out
+
+    async def usage(self, caller: Caller) -> dict[str, object]:
+        return await self._usage(caller.key_id, caller.plan)
+
+    async def _usage(self, key_id: str, plan_name: str) -> dict[str, object]:
+        plan = self._plan(plan_name)
+        now = time.time()
+        try:
+            used = await self._counters.used(key_id, self._today(now))
+        except MeteringUnavailable as exc:
+            raise self._unavailable(exc) from None
+        return {
+            "plan": plan.name,
+            "cuUsedToday": used,
+            "cuRemainingToday": max(0, plan.cu_per_day - used),
+            "cuLimit": plan.cu_per_day,
+            "requestsPerSecond": _number(plan.requests_per_second),
+            "resetAt": next_midnight_iso(now),
+        }
+
+    async def report(self, key_id: str, days: int = 7) -> dict[str, Any]:
+        """Usage of one key: today's allowance, and CU and requests per UTC day and per API (oldest day first)."""
+        if not 1 <= days <= HISTORY_MAX_DAYS:
+            raise ValueError(f"days must be between 1 and {HISTORY_MAX_DAYS}, got {days}")
+        found = self.store.keys(key_id)
+        if not found:
+            raise LookupError(key_id)
+        key = found[0]
+        today = int(time.time() // 86400)
+        dates = [utc_day((today - i) * 86400) for i in range(days - 1, -1, -1)]
+        try:
+            history = await self._counters.history(key_id, dates)
+        except MeteringUnavailable as exc:
+            raise self._unavailable(exc) from None
+        per_day = []
+        for d in dates:
+            apis = {api: {"cu": history.get(d, {}).get(api, (0, 0))[0],
+                          "requests": history.get(d, {}).get(api, (0, 0))[1]} for api in APIS}
+            per_day.append({"date": d, "cu": sum(a["cu"] for a in apis.values()),
+                            "requests": sum(a["requests"] for a in apis.values()), "apis": apis})
+        return {
+            "id": key["id"],
+            "name": key["name"],
+            "plan": key["plan"],
+            "apis": key["apis"],
+            "status": key["status"],
+            "today": await self._usage(key_id, key["plan"]) if key["plan"] in self.plans else None,
+            "days": per_day,
+        }
+
+    async def close(self) -> None:
+        await self._limiter.close()
+        await self._counters.close()
+        self.store.close()

@@ -1,0 +1,299 @@
+"""The request-rate limiter and the daily CU counters, behind two small interfaces.
+
+Embedded default (one API process, or several sharing one SQLite file): an in-process token bucket per key and
+the SQLite counters of ``store.py``. With ``CRYPTOWIRE_REDIS_URL`` set, both live in Redis (Lua scripts, so each
+check-and-update is atomic on the server), and every API instance pointing at that Redis shares one bucket and
+one daily allowance per key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import sqlite3
+import time
+from typing import Any, Protocol
+
+from api.metering.store import PlatformStore
+
+# Redis keeps per-day usage this long (the usage report looks back at most HISTORY_MAX_DAYS).
+HISTORY_MAX_DAYS = 90
+REDIS_USAGE_TTL = (HISTORY_MAX_DAYS + 10) * 86400
+
+Usage = dict[str, dict[str, tuple[int, int]]]  # {day: {api: (cu, requests)}}
+
+
+class MeteringUnavailable(RuntimeError):
+    """The counters cannot be read or written (Redis down, SQLite locked too long): requests are refused (503),
+    never let through free."""
+
+
+def _unavailable(exc: BaseException) -> MeteringUnavailable:
+    return MeteringUnavailable(f"the usage counters are unavailable ({type(exc).__name__}: {exc})")
+
+
+class RateState:
+    """The outcome of taking one token: whether it passed, and the bucket as the headers report it."""
+
+    __slots__ = ("allowed", "tokens", "rate", "limit")
+
+    def __init__(self, allowed: bool, tokens: float, rate: float, burst: int) -> None:
+        self.allowed = allowed
+        self.tokens = tokens  # left in the bucket after this request
+        self.rate = rate
+        self.limit = burst  # bucket size (= the plan's requests per second)
+
+    @property
+    def remaining(self) -> int:
+        """Whole requests left in the bucket after this one."""
+        return max(0, int(self.tokens))
+
+    @property
+    def reset(self) -> int:
+        """Seconds until the bucket is full again."""
+        return max(0, math.ceil((self.limit - self.tokens) / self.rate))
+
+    @property
+    def retry_after(self) -> int:
+        """Seconds until the next request may pass (0 when this one passed)."""
+        return 0 if self.allowed else max(1, math.ceil((1.0 - self.tokens) / self.rate))
+
+
+class RateLimiter(Protocol):
+    async def take(self, key_id: str, rate: float, burst: int) -> RateState: ...
+    async def close(self) -> None: ...
+
+
+class Counters(Protocol):
+    async def charge(self, key_id: str, day: str, api: str, cost: int, limit: int) -> tuple[bool, int]: ...
+    async def refund(self, key_id: str, day: str, api: str, cost: int) -> int: ...
+    async def used(self, key_id: str, day: str) -> int: ...
+    def peek(self, key_id: str, day: str) -> int | None: ...  # last value this process saw (no I/O), if any
+    async def history(self, key_id: str, days: list[str]) -> Usage: ...
+    async def close(self) -> None: ...
+
+
+# --- embedded ------------------------------------------------------------------------------------------------
+class LocalRateLimiter:
+    """Token bucket per key in this process's memory (refilled continuously at ``rate``, capped at ``burst``)."""
+
+    def __init__(self) -> None:
+        self._buckets: dict[str, list[float]] = {}  # key id -> [tokens, last refill (monotonic)]
+
+    async def take(self, key_id: str, rate: float, burst: int) -> RateState:
+        now = time.monotonic()
+        bucket = self._buckets.get(key_id)
+        if bucket is None:
+            bucket = self._buckets[key_id] = [float(burst), now]
+        tokens = min(float(burst), bucket[0] + (now - bucket[1]) * rate)
+        allowed = tokens >= 1.0
+        if allowed:
+            tokens -= 1.0
+        bucket[0], bucket[1] = tokens, now
+        return RateState(allowed, tokens, rate, burst)
+
+    async def close(self) -> None:
+        return None
+
+
+class SqliteCounters:
+    """The daily counters in the platform database, with group commit.
+
+    ``charge`` queues the charge and waits; once per event-loop iteration the queued charges are written in one
+    transaction (one commit for all of them), then each waiting request gets its result. A request is answered
+    only after its charge is committed, so a crash loses at most the requests still in flight.
+    """
+
+    def __init__(self, store: PlatformStore) -> None:
+        self.store = store
+        self._pending: dict[asyncio.AbstractEventLoop, list[tuple[tuple[str, str, str, int, int], asyncio.Future]]] = {}
+        self._seen: dict[tuple[str, str], int] = {}  # (key id, day) -> last used value this process saw
+
+    def _note(self, key_id: str, day: str, used: int) -> int:
+        if len(self._seen) > 100_000:
+            self._seen.clear()
+        self._seen[(key_id, day)] = used
+        return used
+
+    async def charge(self, key_id: str, day: str, api: str, cost: int, limit: int) -> tuple[bool, int]:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[tuple[bool, int]] = loop.create_future()
+        queue = self._pending.get(loop)
+        if queue is None:
+            queue = self._pending[loop] = []
+            loop.call_soon(self._flush, loop)
+        queue.append(((key_id, day, api, cost, limit), fut))
+        return await fut
+
+    def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
+        batch = self._pending.pop(loop, [])
+        try:
+            results = self.store.charge_many([item for item, _ in batch])
+        except Exception as exc:  # nothing of this batch was committed
+            failure = _unavailable(exc) if isinstance(exc, sqlite3.Error) else exc
+            for _, fut in batch:
+                if not fut.done():
+                    fut.set_exception(failure)
+            return
+        for (item, fut), result in zip(batch, results, strict=True):
+            self._note(item[0], item[1], result[1])
+            if not fut.done():
+                fut.set_result(result)
+
+    async def refund(self, key_id: str, day: str, api: str, cost: int) -> int:
+        try:
+            return self._note(key_id, day, self.store.refund(key_id, day, api, cost))
+        except sqlite3.Error as exc:
+            raise _unavailable(exc) from None
+
+    def peek(self, key_id: str, day: str) -> int | None:
+        return self._seen.get((key_id, day))
+
+    async def used(self, key_id: str, day: str) -> int:
+        try:
+            return self._note(key_id, day, self.store.used(key_id, day))
+        except sqlite3.Error as exc:
+            raise _unavailable(exc) from None
+
+    async def history(self, key_id: str, days: list[str]) -> Usage:
+        try:
+            return self.store.history(key_id, days)
+        except sqlite3.Error as exc:
+            raise _unavailable(exc) from None
+
+    async def close(self) -> None:
+        return None  # the store is closed by its owner
+
+
+# --- Redis ---------------------------------------------------------------------------------------------------
+_BUCKET_LUA = """
+local rate = tonumber(ARGV[1])
+local burst = tonumber(ARGV[2])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local b = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
+local tokens = tonumber(b[1])
+local ts = tonumber(b[2])
+if tokens == nil or ts == nil then
+  tokens = burst
+  ts = now
+end
+tokens = math.min(burst, tokens + math.max(0, now - ts) * rate)
+local allowed = 0
+if tokens >= 1 then
+  tokens = tokens - 1
+  allowed = 1
+end
+redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'ts', tostring(now))
+redis.call('EXPIRE', KEYS[1], math.ceil(burst / rate) + 1)
+return {allowed, tostring(tokens)}
+"""
+
+# One hash per key and UTC day: field 'total', and '<api>:cu' / '<api>:req' per API.
+_CHARGE_LUA = """
+local cost = tonumber(ARGV[1])
+local used = tonumber(redis.call('HGET', KEYS[1], 'total') or '0')
+if used + cost > tonumber(ARGV[2]) then
+  return {0, used}
+end
+used = redis.call('HINCRBY', KEYS[1], 'total', cost)
+redis.call('HINCRBY', KEYS[1], ARGV[3] .. ':cu', cost)
+redis.call('HINCRBY', KEYS[1], ARGV[3] .. ':req', 1)
+redis.call('EXPIRE', KEYS[1], ARGV[4])
+return {1, used}
+"""
+
+_REFUND_LUA = """
+local cost = tonumber(ARGV[1])
+local used = tonumber(redis.call('HGET', KEYS[1], 'total') or '0')
+if used >= cost then
+  used = redis.call('HINCRBY', KEYS[1], 'total', -cost)
+  local cu = tonumber(redis.call('HGET', KEYS[1], ARGV[2] .. ':cu') or '0')
+  local req = tonumber(redis.call('HGET', KEYS[1], ARGV[2] .. ':req') or '0')
+  if cu >= cost and req >= 1 then
+    redis.call('HINCRBY', KEYS[1], ARGV[2] .. ':cu', -cost)
+    redis.call('HINCRBY', KEYS[1], ARGV[2] .. ':req', -1)
+  end
+end
+return used
+"""
+
+
+def redis_client(url: str) -> Any:
+    import redis.asyncio as aioredis  # only needed when Redis is configured
+
+    return aioredis.Redis.from_url(url, decode_responses=True, socket_timeout=5, socket_connect_timeout=5)
+
+
+async def _call(coro: Any) -> Any:
+    """Await a Redis call; a Redis failure becomes MeteringUnavailable (without the URL, which may hold a password)."""
+    from redis.exceptions import RedisError
+
+    try:
+        return await coro
+    except (RedisError, OSError) as exc:
+        raise MeteringUnavailable(f"Redis is unavailable ({type(exc).__name__})") from None
+
+
+class RedisRateLimiter:
+    """The same token bucket, in Redis: one bucket per key shared by every API instance (Redis's clock)."""
+
+    def __init__(self, client: Any, prefix: str = "cw:") -> None:
+        self._client = client
+        self._prefix = prefix
+        self._script = client.register_script(_BUCKET_LUA)
+
+    async def take(self, key_id: str, rate: float, burst: int) -> RateState:
+        allowed, tokens = await _call(self._script(keys=[f"{self._prefix}bucket:{key_id}"], args=[rate, burst]))
+        return RateState(bool(int(allowed)), float(tokens), rate, burst)
+
+    async def close(self) -> None:
+        return None  # the client is closed by RedisCounters (they share it)
+
+
+class RedisCounters:
+    def __init__(self, client: Any, prefix: str = "cw:") -> None:
+        self._client = client
+        self._prefix = prefix
+        self._charge = client.register_script(_CHARGE_LUA)
+        self._refund = client.register_script(_REFUND_LUA)
+        self._seen: dict[tuple[str, str], int] = {}  # (key id, day) -> last used value this instance saw
+
+    def _key(self, key_id: str, day: str) -> str:
+        return f"{self._prefix}usage:{key_id}:{day}"
+
+    async def charge(self, key_id: str, day: str, api: str, cost: int, limit: int) -> tuple[bool, int]:
+        ok, used = await _call(
+            self._charge(keys=[self._key(key_id, day)], args=[cost, limit, api, REDIS_USAGE_TTL])
+        )
+        return bool(int(ok)), self._note(key_id, day, int(used))
+
+    async def refund(self, key_id: str, day: str, api: str, cost: int) -> int:
+        used = int(await _call(self._refund(keys=[self._key(key_id, day)], args=[cost, api])))
+        return self._note(key_id, day, used)
+
+    async def used(self, key_id: str, day: str) -> int:
+        return self._note(key_id, day, int(await _call(self._client.hget(self._key(key_id, day), "total")) or 0))
+
+    def peek(self, key_id: str, day: str) -> int | None:
+        return self._seen.get((key_id, day))
+
+    def _note(self, key_id: str, day: str, used: int) -> int:
+        if len(self._seen) > 100_000:
+            self._seen.clear()
+        self._seen[(key_id, day)] = used
+        return used
+
+    async def history(self, key_id: str, days: list[str]) -> Usage:
+        pipe = self._client.pipeline(transaction=False)
+        for day in days:
+            pipe.hgetall(self._key(key_id, day))
+        out: Usage = {}
+        for day, fields in zip(days, await _call(pipe.execute()), strict=True):
+            apis = {name.split(":", 1)[0] for name in fields if name != "total"}
+            for api in apis:
+                out.setdefault(day, {})[api] = (int(fields.get(f"{api}:cu", 0)), int(fields.get(f"{api}:req", 0)))
+        return out
+
+    async def close(self) -> None:
+        await self._client.aclose()

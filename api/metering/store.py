@@ -1,0 +1,306 @@
+"""The platform database: keys, plans and daily usage counters in SQLite (WAL mode), under the data home.
+
+Charging happens in ``BEGIN IMMEDIATE`` transactions: an upsert adds the cost only ``WHERE used + cost <= limit``,
+and the per-API row is updated in the same transaction. So a charge is either fully recorded or not at all,
+concurrent charges (threads or processes) never overdraw the allowance, and ``CHECK (used >= 0)`` keeps balances
+non-negative. ``charge_many`` commits many charges at once (group commit, see ``limits.SqliteCounters``).
+WAL with ``synchronous=NORMAL``: a committed charge survives the process being killed (``kill -9``); only an OS
+crash or power loss can drop the last commits.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from api.access import APIS
+from api.metering.keys import (
+    KEY_PREFIX,
+    KeyRecord,
+    display,
+    hash_key,
+    new_key,
+    new_key_id,
+)
+from api.metering.plans import Plan
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS plans (
+    name TEXT PRIMARY KEY,
+    title TEXT NOT NULL,
+    price_usd TEXT NOT NULL,
+    cu_per_day INTEGER NOT NULL,
+    requests_per_second REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS keys (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    plan TEXT NOT NULL,
+    apis TEXT NOT NULL,              -- comma-separated API names
+    created_at REAL NOT NULL,
+    revoked_at REAL
+);
+-- The secrets of a key: one, or two during a rotation's grace period. Only the SHA-256 is stored.
+CREATE TABLE IF NOT EXISTS key_secrets (
+    key_hash TEXT PRIMARY KEY,
+    key_id TEXT NOT NULL REFERENCES keys(id),
+    prefix TEXT NOT NULL,
+    last4 TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    expires_at REAL
+);
+CREATE INDEX IF NOT EXISTS key_secrets_by_key ON key_secrets(key_id);
+-- One row per key and UTC day: the total the allowance is checked against, and CU and requests per API.
+CREATE TABLE IF NOT EXISTS usage_daily (
+    key_id TEXT NOT NULL,
+    day TEXT NOT NULL,               -- UTC date, YYYY-MM-DD
+    used INTEGER NOT NULL CHECK (used >= 0),
+{api_columns}
+    PRIMARY KEY (key_id, day)
+) WITHOUT ROWID;
+"""
+
+# The API set is fixed (api.access.APIS); adding an API means adding its two columns (a migration).
+_API_COLUMNS = "\n".join(
+    f"    {api}_cu INTEGER NOT NULL DEFAULT 0 CHECK ({api}_cu >= 0),\n"
+    f"    {api}_requests INTEGER NOT NULL DEFAULT 0 CHECK ({api}_requests >= 0)," for api in APIS
+)
+SCHEMA = SCHEMA.replace("{api_columns}", _API_COLUMNS)
+_COUNTS = ", ".join(f"{api}_cu, {api}_requests" for api in APIS)
+# One statement charges: it adds the cost only while the day's total stays within the limit (the WHERE), and
+# returns nothing when it does not. A single write statement is atomic on its own (it takes the write lock
+# before reading), so it needs no explicit transaction; BEGIN IMMEDIATE only groups several into one commit.
+_CHARGE = (
+    f"INSERT INTO usage_daily (key_id, day, used, {_COUNTS}) VALUES (?, ?, ?{', ?' * 2 * len(APIS)}) "
+    "ON CONFLICT (key_id, day) DO UPDATE SET used = used + excluded.used, "
+    + ", ".join(f"{c} = {c} + excluded.{c}" for c in _COUNTS.split(", "))
+    + " WHERE used + excluded.used <= ? RETURNING used"
+)
+_REFUND = {
+    api: f"UPDATE usage_daily SET used = used - ?, {api}_cu = {api}_cu - ?, {api}_requests = {api}_requests - 1 "
+    f"WHERE key_id = ? AND day = ? AND used >= ? AND {api}_cu >= ? AND {api}_requests >= 1"
+    for api in APIS
+}
+_LOOKUP = (
+    "SELECT k.id, k.name, k.plan, k.apis, s.key_hash, k.revoked_at IS NOT NULL, s.expires_at "
+    "FROM key_secrets s JOIN keys k ON k.id = s.key_id WHERE s.key_hash = ?"
+)
+
+
+class KeyNotFound(LookupError):
+    pass
+
+
+class PlatformStore:
+    """One SQLite connection, shared by the threads of one process under a lock (each call is short)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=10.0)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        self._db.executescript(SCHEMA)  # idempotent (IF NOT EXISTS); runs in its own transactions
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction that takes the database's write lock up front (no lost updates)."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # --- plans -------------------------------------------------------------------
+    def sync_plans(self, plans: Iterable[Plan]) -> None:
+        """Record the plans in force (for reporting); the YAML file stays the source of truth."""
+        now = time.time()
+        with self._lock, self._tx() as db:
+            for p in plans:
+                db.execute(
+                    "INSERT INTO plans VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
+                    "title = excluded.title, price_usd = excluded.price_usd, cu_per_day = excluded.cu_per_day, "
+                    "requests_per_second = excluded.requests_per_second, updated_at = excluded.updated_at",
+                    (p.name, p.title, str(p.price_usd), p.cu_per_day, p.requests_per_second, now),
+                )
+
+    # --- keys --------------------------------------------------------------------
+    def _add_secret(self, db: sqlite3.Connection, key_id: str, now: float) -> str:
+        key = new_key()
+        db.execute(
+            "INSERT INTO key_secrets (key_hash, key_id, prefix, last4, created_at, expires_at) "
+            "VALUES (?, ?, ?, ?, ?, NULL)",
+            (hash_key(key), key_id, KEY_PREFIX, key[-4:], now),
+        )
+        return key
+
+    def create_key(self, name: str, plan: str, apis: Iterable[str]) -> tuple[str, str]:
+        """A new key; returns ``(id, key)``. The key itself is not stored and cannot be shown again."""
+        key_id, now = new_key_id(), time.time()
+        with self._lock, self._tx() as db:
+            db.execute(
+                "INSERT INTO keys (id, name, plan, apis, created_at) VALUES (?, ?, ?, ?, ?)",
+                (key_id, name, plan, ",".join(apis), now),
+            )
+            key = self._add_secret(db, key_id, now)
+        return key_id, key
+
+    def rotate_key(self, key_id: str, grace_seconds: float) -> str:
+        """A new secret for the same key id (same plan, APIs and usage); the old secrets expire after the grace."""
+        now = time.time()
+        with self._lock, self._tx() as db:
+            row = db.execute("SELECT revoked_at FROM keys WHERE id = ?", (key_id,)).fetchone()
+            if row is None or row[0] is not None:
+                raise KeyNotFound(key_id)
+            until = now + max(0.0, grace_seconds)
+            db.execute(
+                "UPDATE key_secrets SET expires_at = MIN(COALESCE(expires_at, ?), ?) WHERE key_id = ?",
+                (until, until, key_id),
+            )
+            return self._add_secret(db, key_id, now)
+
+    def revoke_key(self, key_id: str) -> None:
+        with self._lock, self._tx() as db:
+            cur = db.execute(
+                "UPDATE keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?", (time.time(), key_id)
+            )
+            if cur.rowcount == 0:
+                raise KeyNotFound(key_id)
+
+    def lookup(self, key_hash: str) -> KeyRecord | None:
+        with self._lock:
+            row = self._db.execute(_LOOKUP, (key_hash,)).fetchone()
+        if row is None:
+            return None
+        return KeyRecord(
+            id=row[0], name=row[1], plan=row[2], apis=tuple(a for a in row[3].split(",") if a),
+            key_hash=row[4], revoked=bool(row[5]), expires_at=row[6],
+        )
+
+    def keys(self, key_id: str | None = None) -> list[dict[str, Any]]:
+        """Keys for listing (never the secret): id, name, plan, apis, status, display forms of live secrets."""
+        sql = "SELECT id, name, plan, apis, created_at, revoked_at FROM keys"
+        args: tuple[Any, ...] = ()
+        if key_id is not None:
+            sql, args = sql + " WHERE id = ?", (key_id,)
+        now = time.time()
+        secrets_sql = "SELECT key_id, prefix, last4, created_at, expires_at FROM key_secrets"
+        if key_id is not None:
+            secrets_sql += " WHERE key_id = ?"
+        with self._lock:
+            rows = self._db.execute(sql + " ORDER BY created_at", args).fetchall()
+            secrets = self._db.execute(secrets_sql + " ORDER BY created_at", args).fetchall()
+        out = []
+        for kid, name, plan, apis, created, revoked in rows:
+            live = [
+                {"display": display(p, l4), "expiresAt": exp}
+                for (sid, p, l4, _c, exp) in secrets
+                if sid == kid and (exp is None or exp > now)
+            ]
+            out.append({
+                "id": kid, "name": name, "plan": plan, "apis": [a for a in apis.split(",") if a],
+                "createdAt": created, "revokedAt": revoked,
+                "status": "revoked" if revoked is not None else "active",
+                "secrets": live,
+            })
+        return out
+
+    # --- usage counters ----------------------------------------------------------
+    def charge(self, key_id: str, day: str, api: str, cost: int, limit: int) -> tuple[bool, int]:
+        """Add ``cost`` to the day's usage if it stays within ``limit``: ``(charged, used after)``."""
+        return self.charge_many([(key_id, day, api, cost, limit)])[0]
+
+    def charge_many(self, items: list[tuple[str, str, str, int, int]]) -> list[tuple[bool, int]]:
+        """Several charges ``(key_id, day, api, cost, limit)``, written with ONE commit (group commit).
+
+        The charges of one key and day are first tried as one conditional update of their sum; when the sum does
+        not fit (the allowance is nearly spent), they are applied one by one, in order, so exactly those that fit
+        pass. Returns ``(charged, used after)`` per item.
+        """
+        for _k, _d, api, cost, _l in items:
+            if api not in _REFUND or cost <= 0:
+                raise ValueError(f"cannot charge {cost!r} CU to API {api!r}")
+        groups: dict[tuple[str, str, int], list[int]] = {}
+        for i, (key_id, day, _api, _cost, limit) in enumerate(items):
+            groups.setdefault((key_id, day, limit), []).append(i)
+        results: list[tuple[bool, int]] = [(False, 0)] * len(items)
+        with self._lock:
+            if len(groups) == 1:  # usually one statement, which is its own transaction and commit
+                self._charge_group(items, next(iter(groups.items())), results)
+                return results
+            with self._tx():  # several keys: one commit for all
+                for group in groups.items():
+                    self._charge_group(items, group, results)
+        return results
+
+    def _charge_group(self, items: list[tuple[str, str, str, int, int]],
+                      group: tuple[tuple[str, str, int], list[int]], results: list[tuple[bool, int]]) -> None:
+        (key_id, day, limit), idx = group
+        counts = {api: [0, 0] for api in APIS}
+        total = 0
+        for i in idx:
+            c = counts[items[i][2]]
+            c[0] += items[i][3]
+            c[1] += 1
+            total += items[i][3]
+        row = self._charge_row(key_id, day, total, counts, limit) if total <= limit else None
+        if row is not None:  # all of them fit
+            used = row - total
+            for i in idx:
+                used += items[i][3]
+                results[i] = (True, used)
+            return
+        for i in idx:  # near the limit: one by one, in order
+            api, cost = items[i][2], items[i][3]
+            one = {a: ([cost, 1] if a == api else [0, 0]) for a in APIS}
+            row = self._charge_row(key_id, day, cost, one, limit) if cost <= limit else None
+            results[i] = (False, self._used(key_id, day)) if row is None else (True, row)
+
+    def _charge_row(self, key_id: str, day: str, total: int, counts: dict[str, list[int]], limit: int) -> int | None:
+        args = [key_id, day, total]
+        for api in APIS:
+            args += counts[api]
+        # fetchall: run the statement to its end, so that in autocommit mode it has committed on return
+        rows = self._db.execute(_CHARGE, (*args, limit)).fetchall()
+        return rows[0][0] if rows else None
+
+    def refund(self, key_id: str, day: str, api: str, cost: int) -> int:
+        """Take back one charge (bad input, failed render); never below zero."""
+        with self._lock:
+            self._db.execute(_REFUND[api], (cost, cost, key_id, day, cost, cost))
+            return self._used(key_id, day)
+
+    def _used(self, key_id: str, day: str) -> int:
+        row = self._db.execute(
+            "SELECT used FROM usage_daily WHERE key_id = ? AND day = ?", (key_id, day)
+        ).fetchone()
+        return row[0] if row else 0
+
+    def used(self, key_id: str, day: str) -> int:
+        with self._lock:
+            return self._used(key_id, day)
+
+    def history(self, key_id: str, days: list[str]) -> dict[str, dict[str, tuple[int, int]]]:
+        """``{day: {api: (cu, requests)}}`` for the given days (days with nothing are absent)."""
+        if not days:
+            return {}
+        marks = ",".join("?" * len(days))
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT day, {_COUNTS} FROM usage_daily WHERE key_id = ? AND day IN ({marks})", (key_id, *days)
+            ).fetchall()
+        return {row[0]: {api: (row[1 + 2 * i], row[2 + 2 * i]) for i, api in enumerate(APIS)} for row in rows}

@@ -1,0 +1,49 @@
+"""``GET /api/usage/{accessKey}?days=7``: a key's own usage — today's allowance, and CU per UTC day and per API.
+
+The key authenticates the call (401 if unknown or revoked) and counts against its request rate; it costs no CU.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import BaseRoute, Route
+
+from api.errors import ApiError
+
+USAGE_API = "usage"
+DEFAULT_DAYS = 7
+MAX_DAYS = 90
+
+
+def _days(request: Request) -> int:
+    raw = request.query_params.get("days", str(DEFAULT_DAYS))
+    try:
+        days = int(raw)
+    except ValueError:
+        days = 0
+    if not 1 <= days <= MAX_DAYS:
+        raise ApiError(400, "BAD_REQUEST", f"days must be a whole number from 1 to {MAX_DAYS} (got {raw[:20]!r}); "
+                       f"for example ?days={DEFAULT_DAYS}")
+    return days
+
+
+def routes(state: Any) -> list[BaseRoute]:
+    access = state.access
+
+    async def usage(request: Request) -> JSONResponse:
+        caller = None
+        try:
+            caller = await access.check(request.path_params["accessKey"], USAGE_API)
+            days = _days(request)
+            if hasattr(access, "report"):  # the metered access; the development StaticKeys has no history
+                body = await access.report(caller.key_id, days)
+            else:
+                body = {"id": caller.key_id, "plan": caller.plan, "today": await access.usage(caller), "days": []}
+        except ApiError as exc:
+            return exc.rest_response(access.headers(caller))
+        return JSONResponse(body, headers=access.headers(caller))
+
+    return [Route("/api/usage/{accessKey}", usage, methods=["GET"])]

@@ -1,0 +1,198 @@
+"""`cryptowire keys create|list|revoke|rotate` and `cryptowire usage`: access keys and their metered usage."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import typer
+
+from pipeline.commands.output import emit_json, fail
+
+APIS = ("news", "events", "pdf")  # mirrors api.access.APIS (not imported here: keep the CLI start light)
+
+keys_app = typer.Typer(
+    help="Access keys: create (shown once), list, revoke, rotate. Only a hash of each key is stored.",
+    no_args_is_help=True,
+)
+
+
+def _settings() -> Any:
+    from warehouse.config import get_settings
+
+    return get_settings()
+
+
+def _store_and_plans() -> tuple[Any, dict[str, Any]]:
+    from api.metering import PlansError, PlatformStore, load_plans
+
+    settings = _settings()
+    try:
+        plans = load_plans(settings.plans_file)
+    except PlansError as exc:
+        fail(str(exc))
+    store = PlatformStore(settings.platform_db)
+    store.sync_plans(plans.values())
+    return store, plans
+
+
+def _apis(raw: str) -> list[str]:
+    apis = [a.strip().lower() for a in raw.split(",") if a.strip()]
+    unknown = [a for a in apis if a not in APIS]
+    if unknown or not apis:
+        fail(f"--apis must be a comma-separated list of {', '.join(APIS)} (got {raw!r})")
+    return list(dict.fromkeys(apis))
+
+
+def _when(ts: float | None) -> str | None:
+    return None if ts is None else datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _show_new_key(data: dict[str, Any], as_json: bool, what: str) -> None:
+    if as_json:
+        emit_json(data)
+        return
+    typer.echo(f"{what} key {data['id']} (plan {data['plan']}, APIs {','.join(data['apis'])}):")
+    typer.echo(f"  {data['key']}")
+    typer.secho("Store it now: it is shown only this once (only its hash is kept).", fg=typer.colors.YELLOW)
+
+
+@keys_app.command("create")
+def create(
+    plan: str = typer.Option(..., "--plan", help="Plan name from plans.yaml: free, basic, pro, enterprise."),
+    name: str = typer.Option(..., "--name", help="Who or what the key is for (shown in `keys list`)."),
+    apis: str = typer.Option(",".join(APIS), "--apis", help="APIs the key may call, comma-separated."),
+    as_json: bool = typer.Option(False, "--json", help='Print {"id", "key", "plan", "apis"} as JSON.'),
+) -> None:
+    """Create a key and print it once."""
+    chosen = _apis(apis)
+    if not name.strip():
+        fail("--name must not be empty: say who or what the key is for")
+    store, plans = _store_and_plans()
+    plan = plan.strip().lower()
+    if plan not in plans:
+        fail(f"unknown plan {plan!r}: choose one of {', '.join(plans)}")
+    try:
+        key_id, key = store.create_key(name.strip(), plan, chosen)
+    finally:
+        store.close()
+    _show_new_key({"id": key_id, "key": key, "plan": plan, "apis": chosen}, as_json, "Created")
+
+
+@keys_app.command("list")
+def list_keys(as_json: bool = typer.Option(False, "--json", help="Print the keys as JSON.")) -> None:
+    """List keys: id, name, plan, APIs, status and the display form (prefix…last four) of live secrets."""
+    store, _ = _store_and_plans()
+    try:
+        rows = store.keys()
+    finally:
+        store.close()
+    for r in rows:
+        r["createdAt"], r["revokedAt"] = _when(r["createdAt"]), _when(r["revokedAt"])
+        for s in r["secrets"]:
+            s["expiresAt"] = _when(s["expiresAt"])
+    if as_json:
+        emit_json(rows)
+        return
+    if not rows:
+        typer.echo("no keys yet: create one with `cryptowire keys create --plan free --name NAME`")
+        return
+    for r in rows:
+        shown = ", ".join(
+            s["display"] + (f" (expires {s['expiresAt']})" if s["expiresAt"] else "") for s in r["secrets"]
+        ) or "-"
+        typer.echo(f"{r['id']}  {r['status']:<7}  {r['plan']:<10}  {','.join(r['apis']):<16}  {shown}  {r['name']}")
+
+
+@keys_app.command("revoke")
+def revoke(key_id: str = typer.Argument(..., metavar="ID", help="Key id from `keys list`.")) -> None:
+    """Revoke a key (all its secrets). A running API stops accepting it within about a second."""
+    from api.metering.store import KeyNotFound
+
+    store, _ = _store_and_plans()
+    try:
+        store.revoke_key(key_id)
+    except KeyNotFound:
+        fail(f"no key with id {key_id!r}: `cryptowire keys list` shows the ids")
+    finally:
+        store.close()
+    typer.echo(f"revoked {key_id}")
+
+
+@keys_app.command("rotate")
+def rotate(
+    key_id: str = typer.Argument(..., metavar="ID", help="Key id from `keys list`."),
+    grace_hours: float = typer.Option(
+        24.0, "--grace-hours", min=0.0, help="How long the previous key keeps working (0: stops at once)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help='Print {"id", "key", "plan", "apis"} as JSON.'),
+) -> None:
+    """Issue a new key for the same id, plan, APIs and usage; the previous key works for the grace period."""
+    from api.metering.store import KeyNotFound
+
+    store, _ = _store_and_plans()
+    try:
+        key = store.rotate_key(key_id, grace_hours * 3600)
+        row = store.keys(key_id)[0]
+    except KeyNotFound:
+        fail(f"no active key with id {key_id!r}: `cryptowire keys list` shows the ids (revoked keys cannot be "
+             "rotated)")
+    finally:
+        store.close()
+    _show_new_key({"id": key_id, "key": key, "plan": row["plan"], "apis": row["apis"]}, as_json, "Rotated")
+    if not as_json:
+        until = _when(time.time() + grace_hours * 3600)
+        typer.echo(f"The previous key keeps working until {until}.")
+
+
+def usage(
+    key_id: str | None = typer.Argument(None, metavar="ID", help="Key id (default: every key)."),
+    days: int = typer.Option(7, "--days", min=1, max=90, help="UTC days to show, ending today."),
+    as_json: bool = typer.Option(False, "--json", help="Print the same JSON as GET /api/usage/{accessKey}."),
+) -> None:
+    """CU and requests per UTC day and per API, with today's allowance."""
+    from api.metering import PlansError, build_access
+
+    settings = _settings()
+    try:
+        access = build_access(settings)
+    except PlansError as exc:
+        fail(str(exc))
+
+    async def reports() -> list[dict[str, Any]]:
+        try:
+            ids = [key_id] if key_id else [k["id"] for k in access.store.keys()]
+            return [await access.report(i, days) for i in ids]
+        finally:
+            await access.close()
+
+    from api.errors import ApiError
+
+    try:
+        found = asyncio.run(reports())
+    except LookupError:
+        fail(f"no key with id {key_id!r}: `cryptowire keys list` shows the ids")
+    except ApiError as exc:  # e.g. the configured Redis cannot be reached
+        fail(f"{exc.message} (check CRYPTOWIRE_REDIS_URL)")
+    if as_json:
+        emit_json(found[0] if key_id else found)
+        return
+    if not found:
+        typer.echo("no keys yet: create one with `cryptowire keys create --plan free --name NAME`")
+    for rep in found:
+        today = rep["today"] or {}
+        typer.echo(f"{rep['id']}  {rep['name']}  plan {rep['plan']}  ({rep['status']})")
+        if today:
+            typer.echo(f"  today: {today['cuUsedToday']:,} of {today['cuLimit']:,} CU used, "
+                       f"{today['cuRemainingToday']:,} left; resets {today['resetAt']}")
+        typer.echo(f"  {'date':<10}  {'CU':>14}  {'requests':>9}  " + "  ".join(f"{a + ' CU':>12}" for a in APIS))
+        for d in rep["days"]:
+            per_api = "  ".join(f"{d['apis'][a]['cu']:>12,}" for a in APIS)
+            typer.echo(f"  {d['date']:<10}  {d['cu']:>14,}  {d['requests']:>9,}  {per_api}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(keys_app, name="keys")
+    app.command("usage")(usage)
