@@ -69,6 +69,8 @@ def materialize(settings: Settings, select: list[str] | None = None) -> RunSumma
         resources=resources(settings),
         instance=instance,
         raise_on_error=False,
+        # Dagster's per-event DEBUG lines drown the summary; warnings and errors still show.
+        run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
     )
     outcomes: dict[str, AssetOutcome] = {}
     for event in result.all_events:

@@ -27,7 +27,7 @@ def raw_articles(
     sources = [f for f in load_feeds(Path(feeds.feeds_file)) if f.enabled]
     with warehouse.connect() as con:
         try:
-            report = ingest(con, sources, get_settings(), run_id=context.run_id)
+            report = ingest(con, sources, get_settings(), run_id=context.run.run_id)
         except AllFeedsFailed as exc:
             raise dg.Failure(description=str(exc)) from exc
         total = con.execute("SELECT count(*) FROM raw_articles").fetchall()[0][0]

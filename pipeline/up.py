@@ -1,0 +1,53 @@
+"""The end of `cryptowire up`: a working access key, a ready-to-paste curl, then the server."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import typer
+
+from warehouse.config import Settings
+
+UP_KEY_NAME = "cryptowire up"
+QUERY = "query CryptoNews($after: String, $first: Int) { cryptoNews(after: $after, first: $first) { pageInfo { hasNextPage endCursor } edges { node { title sentiment tickers topics sourceName newsUrl } } } }"
+
+
+def local_key(settings: Settings) -> str:
+    """A fresh key for this session (keys are stored hashed, so an old one cannot be shown again);
+    the previous `cryptowire up` keys are revoked so they do not pile up."""
+    from api.metering import PlatformStore, load_plans
+
+    plans = load_plans(settings.plans_file)
+    store = PlatformStore(settings.platform_db)
+    try:
+        store.sync_plans(plans.values())
+        for row in store.keys():
+            if row["name"] == UP_KEY_NAME and row["status"] == "active":
+                store.revoke_key(row["id"])
+        _, key = store.create_key(UP_KEY_NAME, "pro", ["news", "events", "pdf"])
+    finally:
+        store.close()
+    return key
+
+
+def curl_example(settings: Settings, key: str) -> str:
+    body = json.dumps({"query": QUERY, "variables": {"first": 5}})
+    url = f"http://{settings.host}:{settings.port}/crypto-news/{key}"
+    return f"curl -s {url} -H 'Content-Type: application/json' -d {shlex.quote(body)}"
+
+
+def serve_after_up(settings: Settings) -> None:
+    from pipeline.commands.serve import run_server
+
+    settings.ensure_dirs()
+    key = local_key(settings)
+    typer.echo("")
+    typer.echo(f"access key (pro plan, shown once): {key}")
+    typer.echo("try it:")
+    typer.echo("  " + curl_example(settings, key))
+    typer.echo(f"GraphiQL: open http://{settings.host}:{settings.port}/crypto-news/{key} in a browser")
+    typer.echo(f"PDF:      curl -s 'http://{settings.host}:{settings.port}/api/html-to-pdf/{key}?url=https://example.com' -o page.pdf")
+    typer.echo(f"overview: http://{settings.host}:{settings.port}/")
+    typer.echo("")
+    run_server(settings.host, settings.port)

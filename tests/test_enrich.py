@@ -1,0 +1,106 @@
+"""`articles` enrichment against a real warehouse file, with the real sentiment model and tagger."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from pipeline.enrich import enrich_articles, load_crypto_assets
+from warehouse import db
+
+
+def _raw(con, rows: list[tuple[str, str, str]]) -> None:
+    for article_id, title, summary in rows:
+        con.execute(
+            "INSERT OR REPLACE INTO raw_articles VALUES (?, 'Test', 'http://127.0.0.1/f', ?, NULL, ?, ?, NULL, [], [],"
+            " NULL, TIMESTAMP '2026-11-01 10:00:00', false, TIMESTAMP '2026-11-01 10:05:00',"
+            " TIMESTAMP '2026-11-01 10:05:00', 'en', md5(? || ?))",
+            [article_id, f"https://news.example/{article_id}", title, summary, title, summary],
+        )
+
+
+@pytest.fixture(scope="module")
+def model():
+    from models.sentiment import load_model
+
+    return load_model()
+
+
+@pytest.fixture(scope="module")
+def tagger():
+    from models.tagging import get_tagger
+
+    return get_tagger()
+
+
+@dataclass
+class Relabelled:
+    """The real model under another version string: what a newly shipped model looks like to the asset."""
+
+    inner: object
+    version: str
+
+    def predict(self, texts):
+        return self.inner.predict(texts)
+
+
+def test_articles_incremental_and_rescored_on_new_version(tmp_path: Path, model, tagger) -> None:
+    from models.sentiment import article_text
+    from models.tagging import load_registry
+
+    con = db.connect(tmp_path / "w.duckdb")
+    load_crypto_assets(con, load_registry())
+    _raw(
+        con,
+        [
+            ("a1", "Bitcoin soars to record high as ETF inflows surge", "Investors pile in."),
+            ("a2", "Hackers drain $200 million from Ethereum bridge in major exploit", "Funds were stolen."),
+            ("a3", "Solana developers publish the agenda for next week's call", ""),
+        ],
+    )
+    first = enrich_articles(con, model, article_text, tagger, now=datetime(2026, 11, 1, 11))
+    assert (first.synced, first.scored, first.tagged) == (3, 3, 3)
+    rows = dict(con.execute("SELECT id, sentiment FROM articles").fetchall())
+    assert rows["a1"] == "positive" and rows["a2"] == "negative"
+    tickers = dict(con.execute("SELECT id, tickers FROM articles").fetchall())
+    assert tickers["a1"] == ["BTC"] and "ETH" in tickers["a2"] and tickers["a3"] == ["SOL"]
+    assert con.execute("SELECT count(*) FROM article_tickers").fetchall()[0][0] >= 3
+
+    again = enrich_articles(con, model, article_text, tagger)
+    assert (again.synced, again.scored, again.tagged) == (0, 0, 0)
+
+    # A changed title re-scores that article only, and never duplicates it.
+    _raw(con, [("a3", "Solana network suffers a five-hour outage, validators scramble", "")])
+    changed = enrich_articles(con, model, article_text, tagger)
+    assert (changed.synced, changed.scored, changed.tagged) == (0, 1, 1)
+    assert con.execute("SELECT count(*), max(sentiment) FILTER (WHERE id = 'a3') FROM articles").fetchall()[0] == (
+        3,
+        "negative",
+    )
+
+    # A new model version re-scores everything as a backfill, without duplicating rows.
+    backfill = enrich_articles(con, Relabelled(model, "next-version"), article_text, tagger)
+    assert backfill.scored == 3 and backfill.tagged == 0
+    assert con.execute("SELECT count(*), count(DISTINCT model_version) FROM articles").fetchall()[0] == (3, 1)
+    con.close()
+
+
+def test_enrichment_is_one_transaction(tmp_path: Path, model) -> None:
+    """A tagger that crashes mid-run leaves `articles` as it was (scores included)."""
+    from models.sentiment import article_text
+
+    class Broken:
+        version = "broken"
+
+        def tag(self, title: str, summary: str = ""):
+            raise RuntimeError("tagger crashed")
+
+    con = db.connect(tmp_path / "w.duckdb")
+    _raw(con, [("a1", "Ether rallies 8% as staking demand grows", "")])
+    with pytest.raises(RuntimeError, match="tagger crashed"):
+        enrich_articles(con, model, article_text, Broken())
+    assert con.execute("SELECT count(*) FROM articles").fetchall()[0][0] == 0
+    con.close()
