@@ -16,7 +16,7 @@ app = typer.Typer(
 )
 
 # Command modules; each exposes register(app). A module that is missing (work in progress) is skipped.
-COMMAND_MODULES = ("core", "serve", "sentiment", "tag", "keys", "export")
+COMMAND_MODULES = ("core", "serve", "sentiment", "tag", "keys", "export", "sql")
 
 for _name in COMMAND_MODULES:
     try:

@@ -50,6 +50,9 @@ class Settings(BaseSettings):
     snapshot_poll_seconds: float = Field(
         default=1.0, gt=0, description="How often the API checks for a newly published serving snapshot."
     )
+    page_cache_size: int = Field(
+        default=512, ge=0, description="Result pages the API keeps in memory per snapshot (0: no cache)."
+    )
     plans_file: Path | None = Field(default=None, description="Plans YAML overriding the bundled plans.yaml.")
     redis_url: str | None = Field(default=None, description="Share rate limits and counters via Redis (redis://...).")
     log_format: str = Field(default="text", description="`text` or `json`.")

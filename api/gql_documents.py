@@ -1,0 +1,234 @@
+"""Parsing, limits and validation of GraphQL documents, cached by query text.
+
+Parsing and validation dominate the cost of a small query (measured: see docs/benchmarks.md), and clients send
+the same few documents over and over, so the outcome (a prepared document, or the error to answer) is kept in an
+LRU cache keyed by the query text. Limits, checked before validation:
+
+- size: at most ``MAX_QUERY_BYTES`` (10 KB) of UTF-8;
+- tokens: at most ``MAX_TOKENS`` (2,000), enforced while parsing;
+- depth: at most ``MAX_DEPTH`` (10) nested fields, fragments expanded; introspection (``__schema``/``__type``)
+  subtrees are not counted, so GraphiQL and schema tools keep working;
+- aliases: at most ``MAX_ALIASES`` (20) in the document.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from threading import Lock
+from typing import Any
+
+from graphql import (
+    DocumentNode,
+    FieldNode,
+    FragmentDefinitionNode,
+    FragmentSpreadNode,
+    GraphQLError,
+    GraphQLSyntaxError,
+    InlineFragmentNode,
+    OperationDefinitionNode,
+    OperationType,
+    SelectionSetNode,
+    parse,
+    validate,
+)
+from starlette.responses import JSONResponse
+
+from api.errors import ApiError
+from api.gql_schema import SCHEMA
+
+MAX_QUERY_BYTES = 10 * 1024
+MAX_TOKENS = 2000
+MAX_DEPTH = 10
+MAX_ALIASES = 20
+CACHE_SIZE = 1024
+
+INTROSPECTION_ROOTS = frozenset({"__schema", "__type"})
+
+
+@dataclass
+class Prepared:
+    document: DocumentNode
+    fragments: dict[str, FragmentDefinitionNode]
+    operations: list[OperationDefinitionNode]
+    introspection: bool  # some operation asks for __schema / __type
+    directives: bool  # @skip / @include somewhere: field collection then depends on the variables
+    plans: dict[object, object] = field(default_factory=dict)  # field collections cached by api.gql_exec
+
+    def operation(self, name: str | None) -> OperationDefinitionNode:
+        if name:
+            found = [op for op in self.operations if op.name is not None and op.name.value == name]
+            if not found:
+                raise ApiError(
+                    400, "BAD_REQUEST", f"unknown operation {name!r}: operationName must name an operation in the document"
+                )
+            op = found[0]
+        elif len(self.operations) != 1:
+            raise ApiError(400, "BAD_REQUEST", "the document has several operations: pass operationName to pick one")
+        else:
+            op = self.operations[0]
+        if op.operation != OperationType.QUERY:
+            # graphql-core's validation accepts them; execution would fail: this API is read-only.
+            raise ApiError(
+                400, "GRAPHQL_VALIDATION_FAILED", f"this API is read-only: only queries are served, not a {op.operation.value}"
+            )
+        return op
+
+
+def _selection_depth(
+    selection_set: SelectionSetNode | None, fragments: dict[str, FragmentDefinitionNode], seen: frozenset[str]
+) -> int:
+    if selection_set is None:
+        return 0
+    deepest = 0
+    for sel in selection_set.selections:
+        if isinstance(sel, FieldNode):
+            if sel.name.value in INTROSPECTION_ROOTS:
+                d = 1
+            else:
+                d = 1 + _selection_depth(sel.selection_set, fragments, seen)
+        elif isinstance(sel, InlineFragmentNode):
+            d = _selection_depth(sel.selection_set, fragments, seen)
+        elif isinstance(sel, FragmentSpreadNode):
+            name = sel.name.value
+            frag = fragments.get(name)
+            d = 0 if frag is None or name in seen else _selection_depth(frag.selection_set, fragments, seen | {name})
+        else:  # pragma: no cover - no other selection kinds exist
+            d = 0
+        deepest = max(deepest, d)
+        if deepest > MAX_DEPTH:  # stop early on hostile documents
+            break
+    return deepest
+
+
+def _count_aliases(document: DocumentNode) -> int:
+    count = 0
+    stack: list[SelectionSetNode] = [
+        d.selection_set for d in document.definitions if isinstance(d, OperationDefinitionNode | FragmentDefinitionNode)
+    ]
+    while stack:
+        for sel in stack.pop().selections:
+            if isinstance(sel, FieldNode) and sel.alias is not None:
+                count += 1
+            sub = getattr(sel, "selection_set", None)
+            if sub is not None:
+                stack.append(sub)
+    return count
+
+
+@dataclass
+class GraphQLRequestError(ApiError):
+    """An ApiError that carries several GraphQL-formatted errors (with locations), each with extensions.code."""
+
+    errors: list[dict[str, Any]] = field(default_factory=list)
+
+    def graphql_response(self, extra_headers: dict[str, str] | None = None) -> JSONResponse:
+        errors = self.errors or [{"message": self.message, "extensions": {"code": self.code}}]
+        return JSONResponse(
+            {"data": None, "errors": errors}, status_code=self.status, headers={**(extra_headers or {}), **self.headers}
+        )
+
+
+def _error(status: int, code: str, errors: list[GraphQLError]) -> GraphQLRequestError:
+    formatted = [{**e.formatted, "extensions": {**(e.extensions or {}), "code": code}} for e in errors]
+    return GraphQLRequestError(status, code, errors[0].message, errors=formatted)
+
+
+def _copy(err: ApiError) -> ApiError:
+    """A fresh exception for a cached outcome (re-raising one instance would grow its traceback forever)."""
+    if isinstance(err, GraphQLRequestError):
+        return GraphQLRequestError(err.status, err.code, err.message, dict(err.headers), errors=err.errors)
+    return ApiError(err.status, err.code, err.message, dict(err.headers))
+
+
+def _prepare(query: str) -> Prepared:
+    try:
+        document = parse(query, max_tokens=MAX_TOKENS)
+    except GraphQLSyntaxError as exc:
+        if "tokens" in exc.message and "Parsing aborted" in exc.message:
+            raise ApiError(
+                400, "QUERY_TOO_COMPLEX", f"the document has more than {MAX_TOKENS} tokens: send a smaller query"
+            ) from None
+        raise _error(400, "GRAPHQL_PARSE_FAILED", [exc]) from None
+    fragments = {d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)}
+    operations = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
+    aliases = _count_aliases(document)
+    if aliases > MAX_ALIASES:
+        raise ApiError(400, "QUERY_TOO_COMPLEX", f"the document has {aliases} aliases; at most {MAX_ALIASES} are allowed")
+    for op in operations:
+        depth = _selection_depth(op.selection_set, fragments, frozenset())
+        if depth > MAX_DEPTH:
+            raise ApiError(
+                400, "QUERY_TOO_COMPLEX", f"the query is nested more than {MAX_DEPTH} levels deep: ask for less nesting"
+            )
+    errors = validate(SCHEMA, document)
+    if errors:
+        raise _error(400, "GRAPHQL_VALIDATION_FAILED", list(errors))
+    introspection = any(
+        isinstance(sel, FieldNode) and sel.name.value in INTROSPECTION_ROOTS
+        for d in document.definitions
+        if isinstance(d, OperationDefinitionNode | FragmentDefinitionNode)
+        for sel in _all_selections(d.selection_set)
+    )
+    directives = _has_directives(document)
+    return Prepared(document, fragments, operations, introspection, directives)
+
+
+def _has_directives(document: DocumentNode) -> bool:
+    stack: list[SelectionSetNode] = [
+        d.selection_set for d in document.definitions if isinstance(d, OperationDefinitionNode | FragmentDefinitionNode)
+    ]
+    while stack:
+        for sel in stack.pop().selections:
+            if sel.directives:
+                return True
+            sub = getattr(sel, "selection_set", None)
+            if sub is not None:
+                stack.append(sub)
+    return False
+
+
+def _all_selections(selection_set: SelectionSetNode) -> list[object]:
+    out: list[object] = []
+    stack = [selection_set]
+    while stack:
+        for sel in stack.pop().selections:
+            out.append(sel)
+            if isinstance(sel, InlineFragmentNode):
+                stack.append(sel.selection_set)
+    return out
+
+
+class DocumentCache:
+    """LRU of ``query text -> Prepared | ApiError`` (errors are cached too: a broken client repeats itself)."""
+
+    def __init__(self, size: int = CACHE_SIZE) -> None:
+        self.size = size
+        self._items: OrderedDict[str, Prepared | ApiError] = OrderedDict()
+        self._lock = Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, query: str) -> Prepared:
+        if len(query) > MAX_QUERY_BYTES or len(query.encode()) > MAX_QUERY_BYTES:
+            raise ApiError(
+                400, "QUERY_TOO_LARGE", f"the query document is larger than {MAX_QUERY_BYTES // 1024} KB: send a smaller one"
+            )
+        with self._lock:
+            found = self._items.get(query)
+            if found is not None:
+                self._items.move_to_end(query)
+                self.hits += 1
+        if found is None:
+            self.misses += 1
+            try:
+                found = _prepare(query)
+            except ApiError as exc:
+                found = exc
+            with self._lock:
+                self._items[query] = found
+                while len(self._items) > self.size:
+                    self._items.popitem(last=False)
+        if isinstance(found, ApiError):
+            raise _copy(found) from None
+        return found

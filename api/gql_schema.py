@@ -1,0 +1,233 @@
+"""The GraphQL schema, built in code with graphql-core; ``api/schema.graphql`` is its printed SDL.
+
+Regenerate the SDL after a change: ``python -m api.gql_schema > api/schema.graphql`` (a test compares them).
+Resolvers are not attached here: ``api.gql_exec`` resolves fields (its fast executor and graphql-core's, for
+introspection, share the same functions).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from graphql import (
+    GraphQLArgument,
+    GraphQLBoolean,
+    GraphQLEnumType,
+    GraphQLEnumValue,
+    GraphQLError,
+    GraphQLField,
+    GraphQLFloat,
+    GraphQLID,
+    GraphQLInt,
+    GraphQLList,
+    GraphQLNonNull,
+    GraphQLObjectType,
+    GraphQLScalarType,
+    GraphQLSchema,
+    GraphQLString,
+    StringValueNode,
+    ValueNode,
+    print_schema,
+)
+
+from warehouse.read import CursorError, Instant, parse_instant
+
+SDL_PATH = Path(__file__).with_name("schema.graphql")
+
+
+def _serialize_datetime(value: Any) -> str:
+    if isinstance(value, str):  # the read side hands out ISO strings already
+        return value
+    raise GraphQLError(f"DateTime cannot represent {value!r}")
+
+
+def _parse_datetime(value: Any) -> Instant:
+    if not isinstance(value, str):
+        raise GraphQLError("DateTime must be an ISO 8601 date or timestamp string, e.g. 2024-12-01 or 2024-12-01T10:00:00Z")
+    try:
+        return parse_instant(value)
+    except CursorError as exc:
+        raise GraphQLError(f"DateTime: {exc}") from None
+
+
+def _parse_datetime_literal(node: ValueNode, _variables: Any = None) -> Instant:
+    if not isinstance(node, StringValueNode):
+        raise GraphQLError("DateTime must be an ISO 8601 date or timestamp string, e.g. \"2024-12-01\"")
+    return _parse_datetime(node.value)
+
+
+DateTime = GraphQLScalarType(
+    "DateTime",
+    description="An ISO 8601 instant in UTC, e.g. `2024-12-01T10:00:00.000Z`. As an argument a plain date "
+    "(`2024-12-01`) is accepted too; as an upper bound (`until`, `dateTo`) a plain date covers that whole day.",
+    serialize=_serialize_datetime,
+    parse_value=_parse_datetime,
+    parse_literal=_parse_datetime_literal,
+)
+
+Sentiment = GraphQLEnumType(
+    "Sentiment",
+    {"Positive": GraphQLEnumValue("Positive"), "Negative": GraphQLEnumValue("Negative"),
+     "Neutral": GraphQLEnumValue("Neutral")},
+    description="The sentiment of an article, as the `sentiment` field spells it.",
+)
+
+EventStatus = GraphQLEnumType(
+    "EventStatus",
+    {"OPEN": GraphQLEnumValue("OPEN", description="The resolution date is still ahead."),
+     "CLOSED": GraphQLEnumValue("CLOSED", description="The resolution date has passed.")},
+    description="Whether an event's resolution date has passed, computed when the request is served.",
+)
+
+
+def _nn(t: Any) -> GraphQLNonNull:
+    return GraphQLNonNull(t)
+
+
+def _strings() -> GraphQLNonNull:
+    return _nn(GraphQLList(_nn(GraphQLString)))
+
+
+PageInfo = GraphQLObjectType(
+    "PageInfo",
+    {
+        "hasNextPage": GraphQLField(_nn(GraphQLBoolean), description="More items follow endCursor (older)."),
+        "hasPreviousPage": GraphQLField(_nn(GraphQLBoolean), description="Items precede startCursor (newer)."),
+        "startCursor": GraphQLField(GraphQLString, description="The first edge's cursor; null when there are no edges."),
+        "endCursor": GraphQLField(GraphQLString, description="The last edge's cursor; null when there are no edges."),
+    },
+)
+
+News = GraphQLObjectType(
+    "News",
+    {
+        "id": GraphQLField(_nn(GraphQLID)),
+        "title": GraphQLField(_nn(GraphQLString)),
+        "text": GraphQLField(_nn(GraphQLString), description="The article's summary as plain text."),
+        "sentiment": GraphQLField(GraphQLString, description="`Positive`, `Negative` or `Neutral`; null if not scored yet."),
+        "sentimentScore": GraphQLField(GraphQLFloat, description="P(positive) - P(negative), in [-1, 1]."),
+        "tickers": GraphQLField(_strings()),
+        "topics": GraphQLField(_strings()),
+        "sourceName": GraphQLField(_nn(GraphQLString)),
+        "newsUrl": GraphQLField(GraphQLString),
+        "imageUrl": GraphQLField(GraphQLString),
+        "date": GraphQLField(_nn(DateTime), description="Publication time (UTC)."),
+    },
+    description="A news article.",
+)
+
+NewsEdge = GraphQLObjectType(
+    "NewsEdge", {"node": GraphQLField(_nn(News)), "cursor": GraphQLField(_nn(GraphQLString))}
+)
+NewsConnection = GraphQLObjectType(
+    "NewsConnection",
+    {"pageInfo": GraphQLField(_nn(PageInfo)), "edges": GraphQLField(_nn(GraphQLList(_nn(NewsEdge))))},
+)
+
+PredictionEvent = GraphQLObjectType(
+    "PredictionEvent",
+    {
+        "id": GraphQLField(_nn(GraphQLID), description="`pevt_` and 20 letters or digits; stable."),
+        "eventTitle": GraphQLField(_nn(GraphQLString)),
+        "eventDescription": GraphQLField(_nn(GraphQLString)),
+        "sourceUrl": GraphQLField(GraphQLString),
+        "imageUrl": GraphQLField(GraphQLString),
+        "createdAt": GraphQLField(_nn(DateTime), description="When the event was first derived; unique: the cursor."),
+        "date": GraphQLField(_nn(DateTime), description="Resolution time (UTC)."),
+        "options": GraphQLField(_strings()),
+        "tags": GraphQLField(_strings()),
+        "asset": GraphQLField(_nn(GraphQLString), description="The ticker the event is about."),
+        "kind": GraphQLField(_nn(GraphQLString), description="price_threshold, etf_decision, listing, upgrade_or_launch, ..."),
+        "subject": GraphQLField(GraphQLString, description="The exchange (listing), issuer (ETF), upgrade or product."),
+        "comparator": GraphQLField(GraphQLString, description="For price events: above or below."),
+        "threshold": GraphQLField(GraphQLFloat),
+        "currency": GraphQLField(GraphQLString),
+        "resolutionCriteria": GraphQLField(_nn(GraphQLString)),
+        "resolutionSource": GraphQLField(_nn(GraphQLString)),
+        "status": GraphQLField(_nn(EventStatus)),
+    },
+    description="A binary prediction event derived from the news.",
+)
+
+PredictionEventEdge = GraphQLObjectType(
+    "PredictionEventEdge",
+    {"node": GraphQLField(_nn(PredictionEvent)), "cursor": GraphQLField(_nn(GraphQLString))},
+)
+PredictionEventConnection = GraphQLObjectType(
+    "PredictionEventConnection",
+    {"pageInfo": GraphQLField(_nn(PageInfo)), "edges": GraphQLField(_nn(GraphQLList(_nn(PredictionEventEdge))))},
+)
+
+Usage = GraphQLObjectType(
+    "Usage",
+    {
+        "plan": GraphQLField(_nn(GraphQLString)),
+        "cuUsedToday": GraphQLField(GraphQLInt, description="Compute units charged today (UTC)."),
+        "cuRemainingToday": GraphQLField(GraphQLInt, description="Null when the plan has no daily limit."),
+        "cuLimit": GraphQLField(GraphQLInt, description="The plan's daily allowance; null when unlimited."),
+        "requestsPerSecond": GraphQLField(GraphQLFloat),
+        "resetAt": GraphQLField(DateTime, description="When the daily allowance resets (next UTC midnight)."),
+    },
+    description="The calling key's plan and today's consumption. Querying it costs nothing.",
+)
+
+
+def _page_args() -> dict[str, GraphQLArgument]:
+    return {
+        "after": GraphQLArgument(GraphQLString, description="A cursor, or an ISO date/timestamp: strictly older items."),
+        "first": GraphQLArgument(GraphQLInt, description="Items from the start (default 10, at most 100)."),
+        "before": GraphQLArgument(GraphQLString, description="A cursor, or an ISO date/timestamp: strictly newer items."),
+        "last": GraphQLArgument(GraphQLInt, description="Items from the end (at most 100); not with `first`."),
+    }
+
+
+def _string_list() -> GraphQLList:
+    return GraphQLList(_nn(GraphQLString))
+
+
+Query = GraphQLObjectType(
+    "Query",
+    {
+        "cryptoNews": GraphQLField(
+            _nn(NewsConnection),
+            args={
+                **_page_args(),
+                "tickers": GraphQLArgument(_string_list(), description="Any of these tickers (case-insensitive)."),
+                "topics": GraphQLArgument(_string_list(), description="Any of these topics (see `newsTopics`)."),
+                "sentiment": GraphQLArgument(Sentiment),
+                "sources": GraphQLArgument(_string_list(), description="Any of these sources (see `newsSources`)."),
+                "since": GraphQLArgument(DateTime, description="Published at or after."),
+                "until": GraphQLArgument(DateTime, description="Published at or before."),
+                "search": GraphQLArgument(GraphQLString, description="Case-insensitive text in title or text."),
+            },
+            description="News, newest first.",
+        ),
+        "predictionEvents": GraphQLField(
+            _nn(PredictionEventConnection),
+            args={
+                **_page_args(),
+                "tickers": GraphQLArgument(_string_list(), description="Events about any of these tickers."),
+                "tags": GraphQLArgument(_string_list(), description="Events with any of these tags."),
+                "status": GraphQLArgument(EventStatus),
+                "dateFrom": GraphQLArgument(DateTime, description="Resolution date at or after."),
+                "dateTo": GraphQLArgument(DateTime, description="Resolution date at or before."),
+            },
+            description="Prediction events, newest (by createdAt) first.",
+        ),
+        "newsSources": GraphQLField(_strings(), description="Values for the `sources` filter."),
+        "newsTopics": GraphQLField(_strings(), description="Values for the `topics` filter."),
+        "tickers": GraphQLField(_strings(), description="Tickers seen in news or events."),
+        "usage": GraphQLField(_nn(Usage), description="Your key's plan and today's usage (costs nothing)."),
+    },
+)
+
+SCHEMA = GraphQLSchema(query=Query)
+
+
+def sdl() -> str:
+    return print_schema(SCHEMA) + "\n"
+
+
+if __name__ == "__main__":
+    print(sdl(), end="")

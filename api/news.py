@@ -1,0 +1,253 @@
+"""The GraphQL component: ``POST /crypto-news/{accessKey}``, ``POST /prediction-events/{accessKey}``, the
+GraphiQL explorer (``GET`` with ``Accept: text/html``; its assets are served from ``/assets/graphiql/``), and
+``GET /readyz``.
+
+Both paths serve the same schema (``api/schema.graphql``); a request is metered against the API of its path:
+``news`` for /crypto-news/, ``events`` for /prediction-events/. Per request: read the JSON body (415 for another
+content type, 400 for malformed JSON), prepare the document (cached: limits, parse, validation), coerce the
+variables, compute the cost (``api.cost``), plan the root fields (bad cursors and arguments are 400s), then check
+the key, reserve the cost, execute against the current snapshot, and refund if execution failed on bad input.
+Every error has ``extensions.code``; an unexpected failure is logged and answered without a stack trace.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import OrderedDict
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import anyio.to_thread
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from api.access import Caller, Charge
+from api.cost import query_cost
+from api.errors import ApiError
+from api.gql_documents import DocumentCache
+from api.gql_exec import Context, Outcome, Plan, coerce_variables, execute_plan, plan_operation
+from api.snapshots import Snapshot, SnapshotManager
+from warehouse.read import CacheMiss
+
+log = logging.getLogger("cryptowire.api")
+
+STATIC = Path(__file__).with_name("static")
+ASSETS = "/assets/graphiql"
+MAX_BODY_BYTES = 64 * 1024
+PLAN_CACHE_SIZE = 1024  # the query itself is limited to 10 KB; the rest is variables
+PATHS = {"/crypto-news/{accessKey}": "news", "/prediction-events/{accessKey}": "events"}
+EXAMPLE = """# cryptowire GraphQL explorer: press the play button (or Ctrl-Enter).
+# Continue with "after": the endCursor of the page before.
+query CryptoNews($after: String, $first: Int) {
+  cryptoNews(after: $after, first: $first) {
+    pageInfo { hasNextPage endCursor }
+    edges {
+      node { title sentiment tickers sourceName date }
+    }
+  }
+  usage { plan cuUsedToday cuRemainingToday }
+}
+"""
+
+GRAPHIQL_HTML = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>cryptowire GraphQL explorer</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="stylesheet" href="{assets}/graphiql.min.css">
+<style>html, body, #graphiql {{ height: 100%; margin: 0; }}</style>
+</head>
+<body>
+<div id="graphiql">Loading the explorer…</div>
+<script src="{assets}/react.production.min.js"></script>
+<script src="{assets}/react-dom.production.min.js"></script>
+<script src="{assets}/graphiql.min.js"></script>
+<script>
+  // Queries go to this very URL (the access key is its last segment); nothing is loaded from elsewhere.
+  const fetcher = GraphiQL.createFetcher({{ url: window.location.pathname }});
+  ReactDOM.createRoot(document.getElementById("graphiql")).render(
+    React.createElement(GraphiQL, {{ fetcher: fetcher, defaultQuery: {example} }})
+  );
+</script>
+</body>
+</html>
+""".format(assets=ASSETS, example=json.dumps(EXAMPLE).replace("<", "\\u003c"))
+
+
+class NewsComponent:
+    def __init__(self, state: Any) -> None:
+        self.state = state
+        settings = state.settings
+        poll = settings.snapshot_poll_seconds
+        self.snapshots = SnapshotManager(settings.snapshots_dir, poll, settings.page_cache_size)
+        self.documents = DocumentCache()
+        self.plans: OrderedDict[tuple[Any, ...], tuple[Plan, int]] = OrderedDict()  # used from the event loop only
+
+    # ------------------------------------------------------------------------------------------- routes
+
+    def routes(self) -> list[BaseRoute]:
+        methods = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+        out: list[BaseRoute] = [
+            Route(path, self._endpoint(api), methods=methods, name=f"graphql-{api}") for path, api in PATHS.items()
+        ]
+        out.append(Route("/readyz", self.readyz, methods=["GET"]))
+        out.append(Mount(ASSETS, app=StaticFiles(directory=STATIC / "graphiql"), name="graphiql-assets"))
+        return out
+
+    def _endpoint(self, api: str) -> Any:
+        async def endpoint(request: Request) -> Response:
+            return await self.handle(request, api)
+
+        return endpoint
+
+    async def readyz(self, request: Request) -> JSONResponse:
+        snap = self.snapshots.current
+        if snap is None:
+            return JSONResponse({"status": "not ready", "reason": self.snapshots.error}, status_code=503)
+        return JSONResponse(
+            {"status": "ready", "snapshot": snap.name, "articles": snap.articles, "events": snap.events}
+        )
+
+    # ------------------------------------------------------------------------------------------- requests
+
+    async def handle(self, request: Request, api: str) -> Response:
+        access = self.state.access
+        caller: Caller | None = None
+        charge: Charge | None = None
+        try:
+            if request.method in ("GET", "HEAD"):
+                if "text/html" in request.headers.get("accept", ""):
+                    return HTMLResponse(GRAPHIQL_HTML)
+                raise ApiError(
+                    405, "METHOD_NOT_ALLOWED",
+                    "send queries with POST and Content-Type: application/json; open this URL in a browser "
+                    "(Accept: text/html) for the GraphiQL explorer", {"Allow": "GET, HEAD, POST"},
+                )
+            if request.method != "POST":
+                raise ApiError(405, "METHOD_NOT_ALLOWED", "send queries with POST", {"Allow": "GET, HEAD, POST"})
+            query, variables, operation_name = await self._read(request)
+            plan, cost = self._plan(query, variables, operation_name)
+            if plan.needs_snapshot and self.snapshots.current is None:
+                raise ApiError(
+                    503, "NOT_READY", "no serving snapshot is loaded yet: run the pipeline (`cryptowire materialize`)",
+                    {"Retry-After": "5"},
+                )
+            caller = await access.check(request.path_params["accessKey"], api)
+            charge = await access.reserve(caller, cost)
+            usage = await access.usage(caller) if plan.needs_usage else None
+            with self.snapshots.acquire() as snap:
+                if plan.needs_snapshot and snap is None:  # pragma: no cover - checked above; a switch keeps one
+                    raise ApiError(503, "NOT_READY", "no serving snapshot is loaded", {"Retry-After": "5"})
+                outcome = await self._execute(plan, snap, usage)
+            if outcome.bad_input:
+                await access.refund(charge)
+                charge = replace(charge, cost=0)
+            status = 200 if outcome.data is not None else (400 if outcome.bad_input else 500)
+            body: dict[str, Any] = {"data": outcome.data}
+            if outcome.errors:
+                body["errors"] = outcome.errors
+            return JSONResponse(body, status_code=status, headers=access.headers(caller, charge))
+        except ApiError as err:
+            if charge is not None:
+                await access.refund(charge)
+                charge = None
+            return err.graphql_response(access.headers(caller, charge) if caller is not None else None)
+        except Exception:
+            log.exception("GraphQL request failed on %s", api)
+            if charge is not None:
+                await access.refund(charge)
+            err = ApiError(500, "INTERNAL_SERVER_ERROR", "the request failed on our side; it was logged")
+            return err.graphql_response()
+
+    def _plan(self, query: str, variables: dict[str, Any], operation_name: str | None) -> tuple[Plan, int]:
+        """The document (cached), then coerced variables, cost and planned root fields — also cached, by query,
+        operation and variables: a pure function of them, and pollers repeat the same request."""
+        prepared = self.documents.get(query)
+        key = (query, operation_name, json.dumps(variables, sort_keys=True))  # parsed from JSON: serialisable
+        found = self.plans.get(key)
+        if found is not None and found[0].prepared is prepared:
+            self.plans.move_to_end(key)
+            return found
+        operation = prepared.operation(operation_name)
+        coerced = coerce_variables(operation, variables)
+        cost = query_cost(operation, prepared.fragments, coerced)
+        planned = (plan_operation(prepared, operation, coerced, variables), cost)
+        self.plans[key] = planned
+        while len(self.plans) > PLAN_CACHE_SIZE:
+            self.plans.popitem(last=False)
+        return planned
+
+    async def _execute(self, plan: Any, snap: Snapshot | None, usage: dict[str, Any] | None) -> Outcome:
+        """Answer from cached pages on the event loop when possible (a thread hop costs more than the work);
+        anything that needs a DuckDB query runs in a worker thread (DuckDB releases the GIL meanwhile)."""
+        if snap is None or not plan.needs_snapshot:
+            return _run(plan, snap, usage, cache_only=False)
+        if not plan.prepared.introspection:
+            try:
+                return _run(plan, snap, usage, cache_only=True)
+            except CacheMiss:
+                pass
+        return await anyio.to_thread.run_sync(_run, plan, snap, usage, False)
+
+    async def _read(self, request: Request) -> tuple[str, dict[str, Any], str | None]:
+        content_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if content_type != "application/json":
+            raise ApiError(
+                415, "UNSUPPORTED_MEDIA_TYPE",
+                f"send the query as JSON with Content-Type: application/json (got {content_type or 'none'!r})",
+            )
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_BODY_BYTES:
+                raise ApiError(413, "PAYLOAD_TOO_LARGE", f"the request body is over {MAX_BODY_BYTES // 1024} KB")
+        try:
+            payload = json.loads(body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ApiError(400, "BAD_REQUEST", f"malformed JSON body ({exc}): send {{\"query\": \"...\"}}") from None
+        if not isinstance(payload, dict):
+            raise ApiError(400, "BAD_REQUEST", 'the body must be a JSON object: {"query", "variables"?, "operationName"?}')
+        query = payload.get("query")
+        if not isinstance(query, str) or not query.strip():
+            raise ApiError(400, "BAD_REQUEST", '"query" must be a non-empty string holding a GraphQL document')
+        variables = payload.get("variables")
+        if variables is None:
+            variables = {}
+        if not isinstance(variables, dict):
+            raise ApiError(400, "BAD_REQUEST", '"variables" must be a JSON object (or absent)')
+        operation_name = payload.get("operationName")
+        if operation_name is not None and not isinstance(operation_name, str):
+            raise ApiError(400, "BAD_REQUEST", '"operationName" must be a string (or absent)')
+        return query, variables, operation_name or None
+
+
+def _run(plan: Any, snap: Snapshot | None, usage: dict[str, Any] | None, cache_only: bool) -> Outcome:
+    if snap is None:
+        return execute_plan(plan, Context(reader=None, usage=usage))
+    with snap.reader() as reader:
+        reader.cache_only = cache_only
+        return execute_plan(plan, Context(reader=reader, usage=usage))
+
+
+# --------------------------------------------------------------------------------------------- component API
+
+_KEY = "news"
+
+
+def routes(state: Any) -> list[BaseRoute]:
+    component = NewsComponent(state)
+    state.extras[_KEY] = component
+    return component.routes()
+
+
+async def startup(state: Any) -> None:
+    await state.extras[_KEY].snapshots.start()
+
+
+async def shutdown(state: Any) -> None:
+    await state.extras[_KEY].snapshots.stop()

@@ -1,0 +1,147 @@
+"""The serving snapshot the API reads, and switching to a newer one without failing a request.
+
+The pipeline publishes snapshots by replacing ``snapshots/CURRENT`` (see ``warehouse.publish``). The manager
+polls that pointer; when it names a new file, the file is opened read-only (in a worker thread) and becomes
+current. Each request holds the snapshot it started with for its whole duration (a reference count), so a switch
+never changes data under a running request, and the old connection is closed only when its last request ends.
+The API never opens the warehouse itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+import anyio.to_thread
+import duckdb
+
+from warehouse.publish import current_snapshot
+from warehouse.read import PageCache, SnapshotReader
+
+log = logging.getLogger("cryptowire.api")
+
+
+class Snapshot:
+    """One open snapshot file: a read-only DuckDB connection and a pool of cursors (one per thread at a time)."""
+
+    def __init__(self, path: Path, cache_size: int = 0) -> None:
+        self.path = path
+        self.name = path.name
+        self.con = duckdb.connect(str(path), read_only=True)
+        try:
+            self.tag, self.articles, self.events = SnapshotReader.info(self.con)
+        except Exception:
+            self.con.close()
+            raise
+        self.cache = PageCache(cache_size)  # a snapshot never changes: its pages can be kept
+        self.refs = 0
+        self.retired = False
+        self.closed = False
+        self._pool: list[duckdb.DuckDBPyConnection] = []
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def reader(self) -> Iterator[SnapshotReader]:
+        """A reader on a cursor of its own; use it from one thread, while holding a reference."""
+        with self._lock:
+            cur = self._pool.pop() if self._pool else self.con.cursor()
+        try:
+            yield SnapshotReader(cur, self.tag, self.articles, self.events, self.cache)
+        finally:
+            with self._lock:
+                self._pool.append(cur)
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, []
+            self.closed = True
+        for cur in pool:
+            with suppress(Exception):
+                cur.close()
+        with suppress(Exception):
+            self.con.close()
+
+
+class SnapshotManager:
+    def __init__(self, snapshots_dir: Path, poll_seconds: float = 1.0, cache_size: int = 0) -> None:
+        self.snapshots_dir = Path(snapshots_dir)
+        self.poll_seconds = poll_seconds
+        self.cache_size = cache_size
+        self.current: Snapshot | None = None
+        self.error: str | None = None  # why there is no (newer) snapshot, for /readyz
+        self.switches = 0
+        self._task: asyncio.Task[None] | None = None
+        self._refresh_lock = asyncio.Lock()
+
+    async def start(self) -> None:
+        await self.refresh()
+        self._task = asyncio.create_task(self._poll(), name="snapshot-poll")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        old, self.current = self.current, None
+        if old is not None:
+            old.retired = True
+            if old.refs == 0:
+                old.close()
+
+    async def _poll(self) -> None:
+        while True:
+            await asyncio.sleep(self.poll_seconds)
+            try:
+                await self.refresh()
+            except Exception:  # keep polling; the reason is shown by /readyz
+                log.exception("snapshot refresh failed")
+
+    async def refresh(self) -> bool:
+        """Switch to the snapshot ``CURRENT`` names, if it is new; return True on a switch."""
+        async with self._refresh_lock:
+            try:
+                path = current_snapshot(self.snapshots_dir)
+            except (OSError, ValueError) as exc:
+                self.error = str(exc)
+                return False
+            if path is None:
+                if self.current is None:
+                    self.error = f"no snapshot published in {self.snapshots_dir} yet: run `cryptowire materialize`"
+                return False
+            if self.current is not None and self.current.name == path.name:
+                return False
+            try:
+                snap = await anyio.to_thread.run_sync(Snapshot, path, self.cache_size)
+            except Exception as exc:
+                self.error = f"cannot open snapshot {path.name}: {exc}"
+                log.error("%s", self.error)
+                return False
+            old, self.current = self.current, snap
+            self.error = None
+            self.switches += 1
+            log.info("serving snapshot %s (%d articles, %d events)", snap.name, snap.articles, snap.events)
+            if old is not None:
+                old.retired = True
+                if old.refs == 0:
+                    old.close()
+            return True
+
+    @contextmanager
+    def acquire(self) -> Iterator[Snapshot | None]:
+        """The current snapshot, held until the block ends (call from the event loop)."""
+        snap = self.current
+        if snap is None:
+            yield None
+            return
+        snap.refs += 1
+        try:
+            yield snap
+        finally:
+            snap.refs -= 1
+            if snap.retired and snap.refs == 0 and not snap.closed:
+                snap.close()

@@ -1,0 +1,78 @@
+"""`cryptowire serve`: the API under uvicorn, with an access log that never shows an access key.
+
+Every keyed route takes the key as its last path segment, so the access log replaces the last segment of every
+path (except a few keyless ones) with ``***`` and drops query strings. The filter sits on the ``uvicorn.access``
+logger itself, so every handler (console, JSON, files) only ever sees the redacted line.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from typing import Any
+
+import typer
+
+REDACTED = "***"
+KEYLESS_PATHS = frozenset({"/", "/healthz", "/readyz", "/metrics", "/favicon.ico"})
+KEYLESS_PREFIXES = ("/assets/", "/static/")
+
+
+def redact_path(full_path: str) -> str:
+    """``/crypto-news/cw_live_abc?x=1`` -> ``/crypto-news/***?***``; keyless paths stay as they are."""
+    path, sep, _query = str(full_path).partition("?")
+    query = f"?{REDACTED}" if sep else ""
+    if path in KEYLESS_PATHS or path.startswith(KEYLESS_PREFIXES):
+        return path + query
+    head, slash, last = path.rstrip("/").rpartition("/")
+    if not slash or not last:
+        return path + query
+    return f"{head}/{REDACTED}" + query
+
+
+class RedactAccessKeys(logging.Filter):
+    """Rewrites uvicorn access records: ``args = (client, method, path, http_version, status)``."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) == 5:
+            client, method, path, version, status = args
+            record.args = (client, method, redact_path(path), version, status)
+        return True
+
+
+def log_config() -> dict[str, Any]:
+    """uvicorn's logging config with the redacting filter on ``uvicorn.access``."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config.setdefault("filters", {})["redact_keys"] = {"()": f"{__name__}.RedactAccessKeys"}
+    config["loggers"]["uvicorn.access"]["filters"] = ["redact_keys"]
+    return config
+
+
+def run_server(host: str, port: int, workers: int = 1, log_level: str = "info") -> None:
+    """Run ``api.app:create_app`` under uvicorn (blocks until stopped)."""
+    import uvicorn
+
+    uvicorn.run(
+        "api.app:create_app", factory=True, host=host, port=port, workers=workers, log_level=log_level,
+        log_config=log_config(), proxy_headers=False, server_header=False,
+    )
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def serve(
+        host: str | None = typer.Option(None, help="Address to bind (default: CRYPTOWIRE_HOST, 127.0.0.1)."),
+        port: int | None = typer.Option(None, help="Port to bind (default: CRYPTOWIRE_PORT, 8000)."),
+        workers: int = typer.Option(1, min=1, help="uvicorn worker processes."),
+        log_level: str = typer.Option("info", help="critical, error, warning, info, debug or trace."),
+    ) -> None:
+        """Serve the API: GraphQL on /crypto-news/{key} and /prediction-events/{key} (GraphiQL in a browser),
+        /healthz and /readyz. Reads the newest published snapshot; access keys are redacted from the access log."""
+        from warehouse.config import get_settings
+
+        settings = get_settings()
+        settings.ensure_dirs()
+        run_server(host or settings.host, port or settings.port, workers, log_level.lower())

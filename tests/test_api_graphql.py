@@ -1,0 +1,413 @@
+"""The GraphQL endpoints against a real server: the published queries verbatim, limits, error codes, GraphiQL,
+readiness, the SDL, the cost formula, and the fast executor against graphql-core's."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import httpx
+import pytest
+from graphql import get_introspection_query, parse
+
+from api.access import StaticKeys
+from api.app import create_app
+from api.cost import query_cost
+from api.gql_documents import DocumentCache
+from api.gql_exec import Context, coerce_variables, execute_plan, plan_operation
+from api.gql_schema import SDL_PATH, sdl
+from tests.support.apiserver import ApiServer
+from tests.support.newsdata import Data, build, make_articles, make_events
+from warehouse.config import Settings
+from warehouse.publish import current_snapshot
+from warehouse.read import SnapshotReader
+
+KEY = "test-key"
+
+PUBLISHED_NEWS = """query CryptoNews($after: String, $first: Int) {
+  cryptoNews(after: $after, first: $first) {
+    pageInfo { hasNextPage endCursor hasPreviousPage startCursor }
+    edges { node { title text sentiment tickers topics sourceName newsUrl } }
+  }
+}"""
+PUBLISHED_EVENTS = """query PredictionEvents($after: String, $first: Int) {
+  predictionEvents(after: $after, first: $first) {
+    pageInfo { hasNextPage endCursor }
+    edges { node { id eventTitle eventDescription sourceUrl imageUrl options tags } }
+  }
+}"""
+PUBLISHED_SHORT = "query CryptoNews { cryptoNews(first: 10) { edges { node { title sentiment tickers } } } }"
+
+
+@pytest.fixture(scope="module")
+def data() -> Data:
+    return Data(make_articles(120, 40), make_events(40))
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory, data: Data) -> Path:
+    home = tmp_path_factory.mktemp("graphql") / "home"
+    build(home, data)
+    return home
+
+
+@pytest.fixture(scope="module")
+def server(home: Path) -> Iterator[ApiServer]:
+    with ApiServer(create_app(Settings(home=home), access=StaticKeys([KEY]))) as srv:
+        yield srv
+
+
+def post(srv: ApiServer, body: Any, path: str = f"/crypto-news/{KEY}", **kw: Any) -> httpx.Response:
+    return httpx.post(srv.url(path), json=body, timeout=30, **kw)
+
+
+def code(r: httpx.Response) -> str:
+    errors = r.json()["errors"]
+    assert all("code" in e["extensions"] for e in errors), errors
+    return errors[0]["extensions"]["code"]
+
+
+# --------------------------------------------------------------------------------------------- published queries
+
+
+def test_published_news_query_verbatim(server: ApiServer, data: Data) -> None:
+    r = post(server, {"query": PUBLISHED_NEWS, "variables": {"after": "2024-12-01", "first": 10}})
+    assert r.status_code == 200, r.text
+    news = r.json()["data"]["cryptoNews"]
+    older = sorted((a for a in data.articles if a["published_at"] < __import__("datetime").datetime(2024, 12, 1)),
+                   key=lambda a: (a["published_at"], a["id"]), reverse=True)
+    assert [e["node"]["title"] for e in news["edges"]] == [a["title"] for a in older[:10]]
+    node = news["edges"][0]["node"]
+    assert set(node) == {"title", "text", "sentiment", "tickers", "topics", "sourceName", "newsUrl"}
+    assert node["sentiment"] in ("Positive", "Negative", "Neutral")
+    info = news["pageInfo"]
+    assert info["hasNextPage"] is True and info["hasPreviousPage"] is True
+    assert info["startCursor"] != info["endCursor"]
+    # endCursor continues exactly where the page ended
+    nxt = post(server, {"query": PUBLISHED_NEWS, "variables": {"after": info["endCursor"], "first": 10}}).json()
+    assert [e["node"]["title"] for e in nxt["data"]["cryptoNews"]["edges"]] == [a["title"] for a in older[10:20]]
+
+
+def test_published_events_query_verbatim_on_both_paths(server: ApiServer, data: Data) -> None:
+    for path in (f"/prediction-events/{KEY}", f"/crypto-news/{KEY}"):
+        r = post(server, {"query": PUBLISHED_EVENTS, "variables": {"after": "2024-12-01", "first": 10}}, path)
+        assert r.status_code == 200, r.text
+        events = r.json()["data"]["predictionEvents"]
+        assert len(events["edges"]) == 10
+        for e in events["edges"]:
+            node = e["node"]
+            assert re.fullmatch(r"pevt_[A-Za-z0-9]{20}", node["id"]) and node["options"] == ["Yes", "No"]
+        assert events["pageInfo"]["hasNextPage"] is True
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", events["pageInfo"]["endCursor"])
+
+
+def test_published_short_query_without_variables(server: ApiServer, data: Data) -> None:
+    r = post(server, {"query": PUBLISHED_SHORT})
+    assert r.status_code == 200, r.text
+    edges = r.json()["data"]["cryptoNews"]["edges"]
+    assert [e["node"]["title"] for e in edges] == [
+        next(a["title"] for a in data.articles if a["id"] == i) for i in data.news_order()[:10]
+    ]
+
+
+def test_node_fields_and_filter_lists(server: ApiServer, data: Data) -> None:
+    q = """{ cryptoNews(first: 1, tickers: ["eth"]) { edges { node { id title text sentiment sentimentScore
+             tickers topics sourceName newsUrl imageUrl date } } }
+             predictionEvents(first: 2, status: OPEN) { edges { node { id createdAt date status asset kind comparator
+             threshold currency resolutionCriteria resolutionSource subject } } }
+             newsSources newsTopics tickers }"""
+    body = post(server, {"query": q}).json()
+    assert "errors" not in body, body
+    node = body["data"]["cryptoNews"]["edges"][0]["node"]
+    assert "ETH" in node["tickers"] and -1 <= node["sentimentScore"] <= 1
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", node["date"])
+    assert all(e["node"]["status"] == "OPEN" for e in body["data"]["predictionEvents"]["edges"])
+    assert body["data"]["newsSources"] == sorted({a["source_name"] for a in data.articles})
+    assert body["data"]["newsTopics"] == sorted({t for a in data.articles for t in a["topics"]})
+    assert set(body["data"]["tickers"]) == {t for a in data.articles for t in a["tickers"]} | {
+        e["asset"] for e in data.events}
+
+
+# --------------------------------------------------------------------------------------------- limits and errors
+
+
+def test_first_and_last_limits(server: ApiServer) -> None:
+    r = post(server, {"query": "{ cryptoNews(first: 101) { edges { cursor } } }"})
+    assert r.status_code == 400 and code(r) == "BAD_USER_INPUT"
+    assert r.json()["errors"][0]["message"] == "Requesting 101 records exceeds the `first` limit of 100"
+    r = post(server, {"query": "query($n: Int) { predictionEvents(last: $n) { edges { cursor } } }",
+                      "variables": {"n": 250}})
+    assert r.status_code == 400 and r.json()["errors"][0]["message"] == (
+        "Requesting 250 records exceeds the `last` limit of 100")
+    r = post(server, {"query": "{ cryptoNews(first: 2, last: 2) { edges { cursor } } }"})
+    assert r.status_code == 400 and code(r) == "BAD_USER_INPUT" and "both" in r.json()["errors"][0]["message"]
+    r = post(server, {"query": "{ cryptoNews(first: -1) { edges { cursor } } }"})
+    assert r.status_code == 400 and code(r) == "BAD_USER_INPUT" and "negative" in r.json()["errors"][0]["message"]
+    r = post(server, {"query": "{ cryptoNews(first: 100) { edges { cursor } } }"})
+    assert r.status_code == 200 and len(r.json()["data"]["cryptoNews"]["edges"]) == 100
+    r = post(server, {"query": "{ cryptoNews { edges { cursor } } }"})
+    assert len(r.json()["data"]["cryptoNews"]["edges"]) == 10  # the default
+
+
+def test_document_limits(server: ApiServer) -> None:
+    big = "{ cryptoNews(first: 1) { edges { cursor } } }" + " " * 10_300
+    r = post(server, {"query": big})
+    assert r.status_code == 400 and code(r) == "QUERY_TOO_LARGE"
+    deep = "{ cryptoNews { edges { node { id } } } " + "".join(
+        f"... on Query {{ a{i}: usage {{ plan }} }} " for i in range(21)) + "}"
+    r = post(server, {"query": deep})
+    assert r.status_code == 400 and code(r) == "QUERY_TOO_COMPLEX" and "aliases" in r.json()["errors"][0]["message"]
+    nested = "{ " + "... on Query { " * 11 + "cryptoNews { edges { node { id } } }" + " }" * 11 + " }"
+    assert post(server, {"query": nested}).status_code == 200  # fragments do not count as depth
+    frag = ("query { cryptoNews { ...E } } fragment E on NewsConnection { edges { ...N } } "
+            "fragment N on NewsEdge { node { id } }")
+    assert post(server, {"query": frag}).status_code == 200
+    r = post(server, {"query": "{ " + "a " * 1999 + "}"})  # 2,001 tokens
+    assert r.status_code == 400 and code(r) == "QUERY_TOO_COMPLEX" and "tokens" in r.json()["errors"][0]["message"]
+    r = post(server, {"query": "{ " + "a " * 1998 + "}"})  # 2,000 tokens: parsed, then refused by validation
+    assert r.status_code == 400 and code(r) == "GRAPHQL_VALIDATION_FAILED"
+
+
+def test_depth_limit() -> None:
+    # The schema is shallow, so depth is checked on the document, before validation.
+    cache = DocumentCache()
+    deep = "{ a " + "{ b " * 10 + "}" * 10 + " }"
+    with pytest.raises(Exception) as info:
+        cache.get(deep)
+    assert info.value.code == "QUERY_TOO_COMPLEX" and "10 levels" in info.value.message
+    ok = "{ a " + "{ b " * 9 + "}" * 9 + " }"  # depth 10: passes the limit, then fails validation
+    with pytest.raises(Exception) as info:
+        cache.get(ok)
+    assert info.value.code == "GRAPHQL_VALIDATION_FAILED"
+    cache.get(get_introspection_query(descriptions=True))  # deep, but introspection is exempt
+
+
+def test_request_errors(server: ApiServer) -> None:
+    url = server.url(f"/crypto-news/{KEY}")
+    r = httpx.post(url, content=b'{"query": "{ usage { plan } }"', headers={"content-type": "application/json"})
+    assert r.status_code == 400 and code(r) == "BAD_REQUEST" and r.json()["data"] is None
+    r = httpx.post(url, content=b"query=1", headers={"content-type": "application/x-www-form-urlencoded"})
+    assert r.status_code == 415 and code(r) == "UNSUPPORTED_MEDIA_TYPE"
+    r = httpx.post(url, content=b"{ usage { plan } }", headers={"content-type": "application/graphql"})
+    assert r.status_code == 415
+    for body in ([{"query": "{ usage { plan } }"}], {"query": 3}, {"query": "{ usage { plan } }", "variables": []}):
+        r = post(server, body)
+        assert r.status_code == 400 and code(r) == "BAD_REQUEST", body
+    r = post(server, {"query": "{ cryptoNews { edges { nope } } }"})
+    assert r.status_code == 400 and code(r) == "GRAPHQL_VALIDATION_FAILED"
+    assert r.json()["errors"][0]["locations"]
+    r = post(server, {"query": "{ cryptoNews( }"})
+    assert r.status_code == 400 and code(r) == "GRAPHQL_PARSE_FAILED"
+    r = post(server, {"query": "mutation { x }"})
+    assert r.status_code == 400 and code(r) == "GRAPHQL_VALIDATION_FAILED"
+    r = post(server, {"query": "query A { usage { plan } } query B { tickers }"})
+    assert r.status_code == 400 and code(r) == "BAD_REQUEST"
+    assert post(server, {"query": "query A { usage { plan } } query B { tickers }", "operationName": "B"}).json()[
+        "data"]["tickers"]
+    r = post(server, {"query": "query($f: Int) { cryptoNews(first: $f) { edges { cursor } } }",
+                      "variables": {"f": "ten"}})
+    assert r.status_code == 400 and code(r) == "BAD_USER_INPUT"
+    r = post(server, {"query": '{ cryptoNews(since: "yesterday") { edges { cursor } } }'})
+    assert r.status_code == 400 and code(r) == "GRAPHQL_VALIDATION_FAILED"
+    r = httpx.put(url, json={"query": "{ usage { plan } }"})
+    assert r.status_code == 405 and code(r) == "METHOD_NOT_ALLOWED"
+    r = httpx.get(url, headers={"accept": "application/json"})
+    assert r.status_code == 405 and code(r) == "METHOD_NOT_ALLOWED"
+
+
+@pytest.mark.parametrize("cursor", ["nope", "2024-13-45", "bjE6eDp5Onp6OjE", "", "x" * 600])
+def test_bad_cursors(server: ApiServer, cursor: str) -> None:
+    for field, path in (("cryptoNews", "/crypto-news/"), ("predictionEvents", "/prediction-events/")):
+        for arg in ("after", "before"):
+            q = f"query($c: String) {{ {field}({arg}: $c) {{ edges {{ cursor }} }} }}"
+            r = post(server, {"query": q, "variables": {"c": cursor}}, path + KEY)
+            assert r.status_code == 400, (field, arg, cursor, r.text)
+            assert code(r) == "BAD_CURSOR" and r.json()["errors"][0]["message"].startswith(f"`{arg}`")
+
+
+def test_keys_and_costs(server: ApiServer) -> None:
+    r = post(server, {"query": "{ usage { plan cuUsedToday cuRemainingToday cuLimit requestsPerSecond resetAt } }"},
+             "/crypto-news/wrong-key")
+    assert r.status_code == 401 and code(r) == "UNAUTHENTICATED"
+    r = post(server, {"query": "{ usage { plan cuUsedToday cuRemainingToday cuLimit requestsPerSecond resetAt } }"})
+    assert r.status_code == 200 and r.json()["data"]["usage"]["plan"] == "development"
+    assert r.headers["x-cu-cost"] == "0"
+    r = post(server, {"query": PUBLISHED_NEWS, "variables": {"first": 25}})
+    assert r.headers["x-cu-cost"] == "26"
+    r = post(server, {"query": PUBLISHED_SHORT}, f"/prediction-events/{KEY}")
+    assert r.headers["x-cu-cost"] == "11"
+
+
+def test_graphiql_is_served_from_the_app(server: ApiServer) -> None:
+    for path in (f"/crypto-news/{KEY}", f"/prediction-events/{KEY}"):
+        r = httpx.get(server.url(path), headers={"accept": "text/html,application/xhtml+xml"})
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+        assert KEY not in r.text  # the page posts to its own URL; it never echoes the key
+        refs = re.findall(r'(?:src|href)="([^"]+)"', r.text)
+        assert refs and all(ref.startswith("/assets/graphiql/") for ref in refs), refs
+        assert "http://" not in r.text and "https://" not in r.text
+        for ref in refs:
+            asset = httpx.get(server.url(ref))
+            assert asset.status_code == 200 and len(asset.content) > 5000, ref
+    licence = Path(__file__).resolve().parents[1] / "api" / "static" / "graphiql" / "LICENSE.graphiql"
+    assert "MIT License" in licence.read_text()
+
+
+def test_introspection_works(server: ApiServer) -> None:
+    r = post(server, {"query": get_introspection_query(descriptions=True)})
+    assert r.status_code == 200
+    types = {t["name"] for t in r.json()["data"]["__schema"]["types"]}
+    assert {"NewsConnection", "PredictionEvent", "DateTime", "Sentiment", "EventStatus"} <= types
+
+
+def test_readyz_before_and_after_a_snapshot(tmp_path: Path, data: Data) -> None:
+    home = tmp_path / "home"
+    settings = Settings(home=home, snapshot_poll_seconds=0.1)
+    with ApiServer(create_app(settings, access=StaticKeys([KEY]))) as srv:
+        r = httpx.get(srv.url("/readyz"))
+        assert r.status_code == 503 and "materialize" in r.json()["reason"]
+        r = post(srv, {"query": PUBLISHED_SHORT})
+        assert r.status_code == 503 and code(r) == "NOT_READY"
+        assert post(srv, {"query": "{ usage { plan } }"}).status_code == 200  # needs no snapshot
+        path = build(home, data)
+        import time
+
+        deadline = time.monotonic() + 10
+        while httpx.get(srv.url("/readyz")).status_code != 200:
+            assert time.monotonic() < deadline, "the new snapshot was not picked up"
+            time.sleep(0.05)
+        assert httpx.get(srv.url("/readyz")).json()["snapshot"] == path.name
+        assert post(srv, {"query": PUBLISHED_SHORT}).status_code == 200
+
+
+# --------------------------------------------------------------------------------------------- schema and cost
+
+
+def test_committed_sdl_matches_the_code() -> None:
+    assert SDL_PATH.read_text() == sdl(), "api/schema.graphql is stale: python -m api.gql_schema > api/schema.graphql"
+
+
+def _cost(query: str, variables: dict[str, Any] | None = None) -> int:
+    prepared = DocumentCache().get(query)
+    op = prepared.operation(None)
+    return query_cost(op, prepared.fragments, coerce_variables(op, variables or {}))
+
+
+def test_cost_formula() -> None:
+    assert _cost("{ usage { plan } }") == 0
+    assert _cost("{ __typename usage { cuLimit } }") == 0
+    assert _cost("{ cryptoNews { edges { cursor } } }") == 11
+    assert _cost(PUBLISHED_NEWS, {"first": 10}) == 11
+    assert _cost(PUBLISHED_NEWS, {"first": 100}) == 101
+    assert _cost("{ cryptoNews(first: 100) { edges { cursor } } predictionEvents(last: 20) { pageInfo { hasNextPage } } }") == 121
+    assert _cost("{ a: cryptoNews(first: 5) { edges { cursor } } b: cryptoNews(first: 5) { edges { cursor } } usage { plan } }") == 11
+    assert _cost("{ newsSources newsTopics tickers }") == 4
+    skippable = "query($s: Boolean!) { cryptoNews(first: 50) @skip(if: $s) { edges { cursor } } }"
+    assert _cost(skippable, {"s": False}) == 51
+    assert _cost(skippable, {"s": True}) == 0  # nothing left to run
+    assert _cost("query { ...F } fragment F on Query { cryptoNews(first: 3) { edges { cursor } } }") == 4
+    assert _cost(get_introspection_query()) == 2
+
+
+# --------------------------------------------------------------------------------------------- fast vs reference
+
+
+DIFFERENTIAL = [
+    (PUBLISHED_NEWS, {"first": 7}),
+    (PUBLISHED_NEWS, {"after": "2024-12-01", "first": 5}),
+    (PUBLISHED_EVENTS, {"after": "2024-12-01", "first": 10}),
+    (PUBLISHED_SHORT, None),
+    ("""query Q($skip: Boolean!, $inc: Boolean!) {
+          __typename
+          news: cryptoNews(last: 4, sentiment: Positive) {
+            __typename
+            pageInfo { ...P }
+            edges @include(if: $inc) { cursor node { __typename id ...on News { title date } sentimentScore
+                    imageUrl tickers } }
+            more: edges @skip(if: $skip) { node { topics sourceName newsUrl text sentiment } }
+          }
+          ev: predictionEvents(first: 3, status: CLOSED) { edges { node { ...E } } pageInfo { ...P } }
+          usage { plan cuUsedToday resetAt }
+          newsSources
+        }
+        fragment P on PageInfo { hasNextPage hasPreviousPage startCursor endCursor }
+        fragment E on PredictionEvent { id eventTitle eventDescription sourceUrl imageUrl createdAt date options tags
+          asset kind subject comparator threshold currency resolutionCriteria resolutionSource status }""",
+     {"skip": False, "inc": True}),
+    ("""query Q($skip: Boolean!) { cryptoNews(first: 3, tickers: ["SOL"], search: "article") {
+          edges { node { id } node { title } } edges @skip(if: $skip) { cursor } } }""", {"skip": True}),
+    ('{ cryptoNews(first: 0) { pageInfo { hasNextPage hasPreviousPage startCursor endCursor } edges { cursor } } }',
+     None),
+]
+
+
+@pytest.mark.parametrize("query,variables", DIFFERENTIAL)
+def test_fast_executor_matches_graphql_core(home: Path, query: str, variables: dict[str, Any] | None) -> None:
+    con = duckdb.connect(str(current_snapshot(home / "snapshots")), read_only=True)
+    try:
+        reader = SnapshotReader(con.cursor(), *SnapshotReader.info(con))
+        prepared = DocumentCache().get(query)
+        assert not prepared.introspection
+        op = prepared.operation(None)
+        coerced = coerce_variables(op, variables or {})
+        usage = {"plan": "pro", "cuUsedToday": 5, "resetAt": "2026-01-01T00:00:00.000Z"}
+        fast = execute_plan(plan_operation(prepared, op, coerced, variables or {}),
+                            Context(reader=reader, usage=dict(usage)), fast=True)
+        ref = execute_plan(plan_operation(prepared, op, coerced, variables or {}),
+                           Context(reader=reader, usage=dict(usage)), fast=False)
+    finally:
+        con.close()
+    assert ref.errors == [] and fast.errors == []
+    assert json.dumps(fast.data) == json.dumps(ref.data)  # same values, same key order
+    assert fast.data
+
+
+def test_documents_and_plans_are_cached(server: ApiServer) -> None:
+    parse(PUBLISHED_SHORT)  # sanity: the document itself is valid
+    component = server.server.config.app.state.cw.extras["news"]
+    hits = component.documents.hits
+    for _ in range(3):
+        assert post(server, {"query": PUBLISHED_SHORT}).status_code == 200
+    assert component.documents.hits >= hits + 2
+    assert (PUBLISHED_SHORT, None, "{}") in component.plans
+    # Same document, other variables: another plan, another answer.
+    a = post(server, {"query": PUBLISHED_NEWS, "variables": {"first": 2}}).json()["data"]["cryptoNews"]
+    b = post(server, {"query": PUBLISHED_NEWS, "variables": {"first": 2, "after": a["pageInfo"]["endCursor"]}})
+    assert b.json()["data"]["cryptoNews"]["edges"][0] != a["edges"][0]
+
+
+# --------------------------------------------------------------------------------------------- with real metering
+
+
+def test_metered_requests_charge_the_cost_and_bad_input_nothing(tmp_path: Path, data: Data) -> None:
+    from api.metering import build_access
+
+    home = tmp_path / "home"
+    build(home, data)
+    settings = Settings(home=home)
+    access = build_access(settings)
+    _, key = access.store.create_key("graphql-test", "pro", ["news"])
+    with ApiServer(create_app(settings, access=access)) as srv:
+        usage_q = {"query": "{ usage { plan cuUsedToday cuRemainingToday cuLimit requestsPerSecond resetAt } }"}
+        r = post(srv, usage_q, f"/crypto-news/{key}")
+        assert r.status_code == 200 and r.headers["x-cu-cost"] == "0"
+        before = r.json()["data"]["usage"]
+        assert before["plan"] == "pro" and before["cuUsedToday"] == 0 and before["resetAt"]
+        r = post(srv, {"query": PUBLISHED_NEWS, "variables": {"first": 25}}, f"/crypto-news/{key}")
+        assert r.status_code == 200 and r.headers["x-cu-cost"] == "26"
+        assert "x-ratelimit-remaining" in r.headers and "x-cu-remaining-today" in r.headers
+        bad = [
+            {"query": PUBLISHED_NEWS, "variables": {"first": 5, "after": "not-a-cursor"}},
+            {"query": PUBLISHED_NEWS, "variables": {"first": 101}},
+            {"query": "{ cryptoNews { edges { nope } } }"},
+        ]
+        for body in bad:
+            assert post(srv, body, f"/crypto-news/{key}").status_code == 400
+        r = post(srv, {"query": PUBLISHED_SHORT}, f"/prediction-events/{key}")
+        assert r.status_code == 403 and code(r) == "FORBIDDEN"  # the key is not enabled for events
+        after = post(srv, usage_q, f"/crypto-news/{key}").json()["data"]["usage"]
+        assert after["cuUsedToday"] == 26 and after["cuRemainingToday"] == before["cuRemainingToday"] - 26

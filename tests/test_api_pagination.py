@@ -1,0 +1,305 @@
+"""Keyset pagination over a real published snapshot: every item exactly once, both directions, any page size,
+hundreds of equal publication times, filters, and cursors that outlive their snapshot."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import duckdb
+import pytest
+from gql import Client, GraphQLRequest
+from gql.transport.requests import RequestsHTTPTransport
+
+from api.access import StaticKeys
+from api.app import create_app
+from tests.support.apiserver import ApiServer
+from tests.support.newsdata import BURST_AT, Data, build, make_articles, make_events, republish
+from warehouse.config import Settings
+from warehouse.db import connect
+from warehouse.publish import current_snapshot
+from warehouse.read import (
+    EventFilters,
+    Instant,
+    NewsFilters,
+    PageRequest,
+    SnapshotReader,
+    decode_event_cursor,
+    decode_news_cursor,
+    parse_instant,
+)
+
+N_ARTICLES, BURST, N_EVENTS = 640, 300, 90
+
+
+@pytest.fixture(scope="module")
+def data() -> Data:
+    return Data(make_articles(N_ARTICLES, BURST), make_events(N_EVENTS))
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory, data: Data) -> Path:
+    home = tmp_path_factory.mktemp("pagination") / "home"
+    build(home, data)
+    return home
+
+
+@pytest.fixture
+def reader(home: Path) -> Iterator[SnapshotReader]:
+    con = duckdb.connect(str(current_snapshot(home / "snapshots")), read_only=True)
+    yield SnapshotReader(con.cursor(), *SnapshotReader.info(con))
+    con.close()
+
+
+def _ids(page) -> list[str]:
+    return [r["id"] for r in page.rows]
+
+
+def forward(reader: SnapshotReader, size: int, filters: NewsFilters = NewsFilters()) -> list[str]:
+    seen: list[str] = []
+    after = None
+    while True:
+        page = reader.news_page(PageRequest(first=size, after=after), filters)
+        assert page.has_previous is (after is not None and bool(seen))
+        seen += _ids(page)
+        if not page.has_next:
+            return seen
+        assert len(page.rows) == size
+        after = decode_news_cursor(reader.news_cursor(page.rows[-1]))
+
+
+def backward(reader: SnapshotReader, size: int, filters: NewsFilters = NewsFilters()) -> list[str]:
+    seen: list[str] = []
+    before = None
+    while True:
+        page = reader.news_page(PageRequest(last=size, before=before), filters)
+        assert page.has_next is (before is not None and bool(seen))
+        seen = _ids(page) + seen
+        if not page.has_previous:
+            return seen
+        assert len(page.rows) == size
+        before = decode_news_cursor(reader.news_cursor(page.rows[0]))
+
+
+@pytest.mark.parametrize("size", [1, 7, 100])
+def test_news_forward_and_backward_visit_every_item_once(reader: SnapshotReader, data: Data, size: int) -> None:
+    expected = data.news_order()
+    assert len({a["published_at"] for a in data.articles if a["published_at"] == BURST_AT}) == 1
+    assert sum(a["published_at"] == BURST_AT for a in data.articles) == BURST
+    assert forward(reader, size) == expected
+    assert backward(reader, size) == expected
+
+
+def test_news_filters_page_exactly_once(reader: SnapshotReader, data: Data) -> None:
+    cases = [
+        (NewsFilters(tickers=("eth",)), lambda a: "ETH" in a["tickers"]),
+        (NewsFilters(tickers=("SOL", "XRP"), sentiment="Negative"),
+         lambda a: bool({"SOL", "XRP"} & set(a["tickers"])) and a["sentiment"] == "negative"),
+        (NewsFilters(sources=("Decrypt",), topics=("defi", "etf")),
+         lambda a: a["source_name"] == "Decrypt" and a["topics"][0] in ("defi", "etf")),
+        (NewsFilters(search="ARTICLE 1"), lambda a: "article 1" in a["title"].lower()),
+        (NewsFilters(since=parse_instant("2024-11-20T12:00:00Z"), until=parse_instant("2024-12-01")),
+         lambda a: BURST_AT <= a["published_at"] < datetime(2024, 12, 2)),
+        (NewsFilters(since=parse_instant("2024-11-25"), tickers=("BTC",)),
+         lambda a: a["published_at"] >= datetime(2024, 11, 25) and "BTC" in a["tickers"]),
+    ]
+    for filters, keep in cases:
+        wanted = set(a["id"] for a in data.articles if keep(a))
+        expected = [i for i in data.news_order() if i in wanted]
+        assert expected, f"the data should exercise {filters}"
+        assert forward(reader, 9, filters) == expected, filters
+        assert backward(reader, 4, filters) == expected, filters
+
+
+def test_news_after_a_date_means_strictly_older(reader: SnapshotReader, data: Data) -> None:
+    page = reader.news_page(PageRequest(first=100, after=decode_news_cursor("2024-11-20T12:00:00Z")))
+    assert page.rows and all(r["date"] < "2024-11-20T12:00:00.000Z" for r in page.rows)
+    older = [a for a in data.articles if a["published_at"] < BURST_AT]
+    assert _ids(page) == [i for i in data.news_order() if i in {a["id"] for a in older}][:100]
+    assert page.has_previous is True
+    newer = reader.news_page(PageRequest(last=100, before=decode_news_cursor("2024-11-20T12:00:00Z")))
+    assert all(r["date"] > "2024-11-20T12:00:00.000Z" for r in newer.rows)
+
+
+def test_window_between_two_cursors(reader: SnapshotReader, data: Data) -> None:
+    order = data.news_order()
+    whole = reader.news_page(PageRequest(first=100))
+    a = decode_news_cursor(reader.news_cursor(whole.rows[10]))
+    b = decode_news_cursor(reader.news_cursor(whole.rows[40]))
+    page = reader.news_page(PageRequest(first=50, after=a, before=b))
+    assert _ids(page) == order[11:40] and page.has_next is False and page.has_previous is True
+    page = reader.news_page(PageRequest(last=5, after=a, before=b))
+    assert _ids(page) == order[35:40] and page.has_previous is True and page.has_next is True
+
+
+def test_news_cursor_survives_a_new_snapshot(tmp_path: Path, data: Data) -> None:
+    """New articles land (some in the middle of the burst), one is deleted: paging goes on without skips."""
+    home = tmp_path / "home"
+    build(home, data)
+    con = duckdb.connect(str(current_snapshot(home / "snapshots")), read_only=True)
+    reader = SnapshotReader(con.cursor(), *SnapshotReader.info(con))
+    page = reader.news_page(PageRequest(first=150))  # ends inside the burst
+    cursor = reader.news_cursor(page.rows[-1])
+    con.close()
+    key = decode_news_cursor(cursor)
+    added = make_articles(60, 20, seed=99, start=datetime(2024, 12, 5))
+    wh = connect(home / "warehouse.duckdb")
+    for i, a in enumerate(added):
+        wh.execute(
+            """INSERT INTO articles (id, source_name, feed_url, url, title, summary, authors, categories,
+                   published_at, fetched_at, content_hash, tickers, topics)
+               VALUES (?, 'Late', 'f', ?, ?, 's', [], [], ?, ?, 'h', [], [])""",
+            [a["id"], f"https://late.example/{i}", f"Late {i}", a["published_at"], a["published_at"]],
+        )
+    gone = data.news_order()[150]
+    wh.execute("DELETE FROM articles WHERE id = ?", [gone])
+    wh.close()
+    republish(home)
+    con = duckdb.connect(str(current_snapshot(home / "snapshots")), read_only=True)
+    reader2 = SnapshotReader(con.cursor(), *SnapshotReader.info(con))
+    assert reader2.tag != key.tag
+    rest = forward_from(reader2, cursor)
+    everything = sorted(data.articles + added, key=lambda a: (a["published_at"], a["id"]), reverse=True)
+    expected = [a["id"] for a in everything if (a["published_at"], a["id"]) < (key.at, key.id) and a["id"] != gone]
+    assert rest == expected
+    # The cursor's own article deleted too: its key still splits the list in the same place.
+    con.close()
+    wh = connect(home / "warehouse.duckdb")
+    wh.execute("DELETE FROM articles WHERE id = ?", [key.id])
+    wh.close()
+    republish(home)
+    con = duckdb.connect(str(current_snapshot(home / "snapshots")), read_only=True)
+    reader3 = SnapshotReader(con.cursor(), *SnapshotReader.info(con))
+    assert forward_from(reader3, cursor) == expected
+    con.close()
+
+
+def forward_from(reader: SnapshotReader, cursor: str) -> list[str]:
+    seen: list[str] = []
+    after = decode_news_cursor(cursor)
+    while True:
+        page = reader.news_page(PageRequest(first=25, after=after))
+        seen += _ids(page)
+        if not page.has_next:
+            return seen
+        after = decode_news_cursor(reader.news_cursor(page.rows[-1]))
+
+
+def test_events_pages_both_ways_with_iso_cursors(reader: SnapshotReader, data: Data) -> None:
+    now = datetime(2025, 6, 1)
+    for filters, keep in [
+        (EventFilters(), lambda e: True),
+        (EventFilters(status="OPEN"), lambda e: e["date"] > now),
+        (EventFilters(status="CLOSED", tickers=("eth",)), lambda e: e["date"] <= now and e["asset"] == "ETH"),
+        (EventFilters(status="OPEN", tickers=("eth",)), lambda e: False),
+        (EventFilters(tags=("ETH",), date_to=Instant(datetime(2099, 12, 31), True)), lambda e: e["asset"] == "ETH"),
+        (EventFilters(date_from=parse_instant("2025-01-01")), lambda e: e["date"] >= datetime(2025, 1, 1)),
+    ]:
+        expected = [i for i in data.event_order() if keep(next(e for e in data.events if e["id"] == i))]
+        assert expected or filters.status == "OPEN", filters
+        seen, after = [], None
+        while True:
+            page = reader.events_page(PageRequest(first=8, after=after), filters, now=now)
+            for r in page.rows:
+                assert r["createdAt"].endswith("Z") and len(r["createdAt"]) == 24
+                assert r["status"] == ("OPEN" if datetime.fromisoformat(r["date"][:-1]) > now else "CLOSED")
+            seen += _ids(page)
+            if not page.has_next:
+                break
+            after = decode_event_cursor(page.rows[-1]["createdAt"])
+        assert seen == expected, filters
+        back, before = [], None
+        while True:
+            page = reader.events_page(PageRequest(last=5, before=before), filters, now=now)
+            back = _ids(page) + back
+            if not page.has_previous:
+                break
+            before = decode_event_cursor(page.rows[0]["createdAt"])
+        assert back == expected, filters
+
+
+def test_events_after_a_plain_date(reader: SnapshotReader, data: Data) -> None:
+    page = reader.events_page(PageRequest(first=100, after=decode_event_cursor("2024-12-01")))
+    cut = datetime(2024, 12, 1)
+    assert _ids(page) == [i for i in data.event_order()
+                          if next(e for e in data.events if e["id"] == i)["created_at"] < cut]
+    assert page.rows and page.has_previous is True
+
+
+# --------------------------------------------------------------------------------------------- over HTTP, with gql
+
+NEWS = """query Page($first: Int, $after: String, $last: Int, $before: String) {
+  cryptoNews(first: $first, after: $after, last: $last, before: $before) {
+    pageInfo { hasNextPage endCursor hasPreviousPage startCursor }
+    edges { cursor node { id date } }
+  }
+}"""
+EVENTS = """query Page($first: Int, $after: String, $last: Int, $before: String) {
+  predictionEvents(first: $first, after: $after, last: $last, before: $before) {
+    pageInfo { hasNextPage endCursor hasPreviousPage startCursor }
+    edges { cursor node { id createdAt } }
+  }
+}"""
+
+
+@pytest.fixture(scope="module")
+def client(home: Path) -> Iterator[Client]:
+    settings = Settings(home=home)
+    with ApiServer(create_app(settings, access=StaticKeys(["test-key"]))) as srv:
+        transport = RequestsHTTPTransport(url=srv.url("/crypto-news/test-key"), timeout=30)
+        with Client(transport=transport, fetch_schema_from_transport=True) as session:
+            yield session
+
+
+def _walk(session: Client, query: str, field: str, forwards: bool, size: int) -> list[str]:
+    seen: list[str] = []
+    cursor = None
+    while True:
+        variables = {"first": size, "after": cursor} if forwards else {"last": size, "before": cursor}
+        result = session.execute(GraphQLRequest(query, variable_values=variables))[field]
+        edges, info = result["edges"], result["pageInfo"]
+        cursors = [e["cursor"] for e in edges]
+        assert len(set(cursors)) == len(cursors)
+        assert info["startCursor"] == (cursors[0] if cursors else None)
+        assert info["endCursor"] == (cursors[-1] if cursors else None)
+        ids = [e["node"]["id"] for e in edges]
+        if forwards:
+            assert info["hasPreviousPage"] is (cursor is not None)
+            seen += ids
+            if not info["hasNextPage"]:
+                return seen
+            cursor = info["endCursor"]
+        else:
+            assert info["hasNextPage"] is (cursor is not None)
+            seen = ids + seen
+            if not info["hasPreviousPage"]:
+                return seen
+            cursor = info["startCursor"]
+
+
+def test_gql_client_pages_through_news_exactly_once(client: Client, data: Data) -> None:
+    expected = data.news_order()
+    forwards = _walk(client, NEWS, "cryptoNews", True, 37)
+    assert forwards == expected and len(set(forwards)) == N_ARTICLES
+    backwards = _walk(client, NEWS, "cryptoNews", False, 23)
+    assert backwards == expected
+
+
+def test_gql_client_pages_through_events_exactly_once(client: Client, data: Data) -> None:
+    expected = data.event_order()
+    assert _walk(client, EVENTS, "predictionEvents", True, 10) == expected
+    assert _walk(client, EVENTS, "predictionEvents", False, 13) == expected
+
+
+def test_event_cursor_is_created_at(client: Client, data: Data) -> None:
+    result = client.execute(GraphQLRequest(EVENTS, variable_values={"first": 3}))["predictionEvents"]
+    first = max(data.events, key=lambda e: e["created_at"])
+    created = first["created_at"]
+    iso = created.strftime("%Y-%m-%dT%H:%M:%S.") + f"{created.microsecond // 1000:03d}Z"
+    assert result["edges"][0]["node"] == {"id": first["id"], "createdAt": iso}
+    assert result["edges"][0]["cursor"] == iso
+    # An ISO timestamp a millisecond later, with an offset, lands on the same page.
+    shifted = (created + timedelta(milliseconds=1, hours=2)).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "+02:00"
+    again = client.execute(GraphQLRequest(EVENTS, variable_values={"first": 3, "after": shifted}))
+    assert again["predictionEvents"]["edges"] == result["edges"]

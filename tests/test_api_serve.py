@@ -1,0 +1,92 @@
+"""`cryptowire serve`: a real uvicorn process whose access log never shows an access key."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from pipeline.commands.serve import RedactAccessKeys, redact_path
+from tests.support.apiserver import free_port
+from tests.support.newsdata import Data, build, make_articles, make_events
+
+PROJECT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize(
+    "given,expected",
+    [
+        ("/crypto-news/cw_live_SECRET", "/crypto-news/***"),
+        ("/prediction-events/cw_live_SECRET/", "/prediction-events/***"),
+        ("/api/usage/cw_live_SECRET?days=7", "/api/usage/***?***"),
+        ("/pdf/cw_live_SECRET", "/pdf/***"),
+        ("/healthz", "/healthz"),
+        ("/readyz?x=1", "/readyz?***"),
+        ("/assets/graphiql/graphiql.min.js", "/assets/graphiql/graphiql.min.js"),
+        ("/cw_live_SECRET", "/***"),
+    ],
+)
+def test_redact_path(given: str, expected: str) -> None:
+    assert redact_path(given) == expected
+
+
+def test_filter_rewrites_uvicorn_access_records() -> None:
+    record = logging.LogRecord("uvicorn.access", logging.INFO, __file__, 1, '%s - "%s %s HTTP/%s" %d',
+                               ("127.0.0.1:5000", "POST", "/crypto-news/cw_live_SECRET", "1.1", 200), None)
+    assert RedactAccessKeys().filter(record) is True
+    assert "SECRET" not in record.getMessage() and "/crypto-news/***" in record.getMessage()
+
+
+def test_serve_runs_the_app_and_redacts_keys_from_the_access_log(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    build(home, Data(make_articles(30, 10), make_events(5)))
+    port = free_port()
+    secret = "cw_live_ThisMustNeverBeLogged0123456789"
+    env = {**os.environ, "CRYPTOWIRE_HOME": str(home), "CRYPTOWIRE_API_KEYS": f'["{secret}"]'}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipeline.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
+        cwd=PROJECT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "serve did not become ready"
+            time.sleep(0.2)
+        for path in (f"/crypto-news/{secret}", f"/prediction-events/{secret}?k={secret}"):
+            r = httpx.post(f"http://127.0.0.1:{port}{path}", json={"query": "{ cryptoNews(first: 1) { edges { cursor } } }"})
+            assert r.status_code in (200, 401)  # 401 when the metering component refuses the development key
+            assert secret not in r.text
+        assert httpx.get(f"http://127.0.0.1:{port}/crypto-news/{secret}",
+                         headers={"accept": "text/html"}).status_code == 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+    assert secret not in out
+    assert '"POST /crypto-news/*** HTTP/1.1"' in out, out
+    assert '"POST /prediction-events/***?*** HTTP/1.1"' in out
+    assert '"GET /readyz HTTP/1.1" 200' in out
+
+
+def test_the_app_loads_without_torch_or_dagster(tmp_path: Path) -> None:
+    code = (
+        "import sys; from api.app import create_app; create_app(); "
+        "bad = [m for m in ('torch', 'transformers', 'dagster', 'pipeline.assets', 'models') if m in sys.modules]; "
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    env = {**os.environ, "CRYPTOWIRE_HOME": str(tmp_path / "home")}
+    result = subprocess.run([sys.executable, "-c", code], cwd=PROJECT, env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr

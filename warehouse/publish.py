@@ -1,0 +1,209 @@
+"""Publishing serving snapshots: the curated tables the API reads, in a DuckDB file of their own.
+
+The API must never open the warehouse (a reader locks out DuckDB's writer), so the pipeline copies what the API
+serves into a new file, through ``ATTACH`` on the writer's own connection (a second process could not open the
+warehouse). Layout of a snapshot:
+
+- ``news``: one row per article, only the served columns, physically sorted in serving order (newest first:
+  ``published_at DESC, id DESC``) with ``pos`` = 0, 1, 2, ... in that order. Pages are ranges of ``pos``, so a page
+  deep in the set costs what the first page costs (zone maps skip every other row group). A unique index on
+  ``id`` turns a cursor from an older snapshot into a position.
+- ``events``: the prediction events, sorted by ``created_at DESC`` (unique, millisecond precision) with ``pos``.
+- ``filter_values(kind, value)``: the lists behind ``newsSources``, ``newsTopics`` and ``tickers``.
+- ``snapshot_info``: one row: ``tag`` (random, identifies this file), creation time, row counts, format.
+
+A snapshot is written in full, checkpointed and detached before it is published by atomically replacing the
+``CURRENT`` pointer file (temp file + ``os.replace``); readers only ever follow ``CURRENT``. The newest ``keep``
+snapshots stay; older ones are deleted unless another process still holds them open (DuckDB keeps an ``fcntl``
+lock on an open database file), in which case a later publish deletes them.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import secrets
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+
+SNAPSHOT_FORMAT = 1
+POINTER = "CURRENT"
+PREFIX = "snapshot-"
+SUFFIX = ".duckdb"
+ROW_GROUP_SIZE = 16384  # small row groups: zone maps skip more of the table around a page
+
+NEWS_SQL = """
+CREATE TABLE {db}.news AS
+SELECT
+    (row_number() OVER (ORDER BY published_at DESC, id DESC) - 1)::BIGINT AS pos,
+    id,
+    published_at,
+    title,
+    summary AS text,
+    CASE lower(sentiment)
+        WHEN 'positive' THEN 'Positive' WHEN 'negative' THEN 'Negative' WHEN 'neutral' THEN 'Neutral'
+    END AS sentiment,
+    sentiment_score,
+    coalesce(tickers, []::VARCHAR[]) AS tickers,
+    coalesce(topics, []::VARCHAR[]) AS topics,
+    source_name,
+    url AS news_url,
+    image_url
+FROM articles
+ORDER BY pos
+"""
+
+EVENTS_SQL = """
+CREATE TABLE {db}.events AS
+SELECT
+    (row_number() OVER (ORDER BY created_at DESC, id DESC) - 1)::BIGINT AS pos,
+    id,
+    date_trunc('millisecond', created_at) AS created_at,
+    date,
+    event_title,
+    event_description,
+    source_url,
+    image_url,
+    options,
+    tags,
+    asset,
+    kind,
+    subject,
+    comparator,
+    threshold,
+    currency,
+    resolution_criteria,
+    resolution_source
+FROM prediction_events
+ORDER BY pos
+"""
+
+FILTER_VALUES_SQL = """
+CREATE TABLE {db}.filter_values AS
+SELECT 'newsSources' AS kind, source_name AS value FROM (SELECT DISTINCT source_name FROM {db}.news)
+UNION ALL
+SELECT 'newsTopics', t FROM (SELECT DISTINCT unnest(topics) AS t FROM {db}.news)
+UNION ALL
+SELECT 'tickers', t FROM (
+    SELECT unnest(tickers) AS t FROM {db}.news UNION SELECT asset FROM {db}.events
+)
+ORDER BY kind, value
+"""
+
+
+def snapshot_name(now: datetime | None = None) -> str:
+    """A new snapshot's file name; names sort in publication order."""
+    now = now or datetime.now(UTC)
+    return f"{PREFIX}{now.strftime('%Y%m%dT%H%M%S%f')}Z-{secrets.token_hex(3)}{SUFFIX}"
+
+
+def current_snapshot(snapshots_dir: Path) -> Path | None:
+    """The published snapshot ``CURRENT`` points to, or None when nothing was published yet."""
+    try:
+        name = (snapshots_dir / POINTER).read_text().strip()
+    except FileNotFoundError:
+        return None
+    if not name.startswith(PREFIX) or not name.endswith(SUFFIX) or "/" in name:
+        raise ValueError(f"{snapshots_dir / POINTER} names {name!r}, which is not a snapshot file")
+    return snapshots_dir / name
+
+
+def publish_snapshot(con: duckdb.DuckDBPyConnection, snapshots_dir: Path, keep: int = 3) -> Path:
+    """Write ``articles`` and ``prediction_events`` from the warehouse connection ``con`` into a new snapshot in
+    ``snapshots_dir``, publish it atomically, prune old snapshots, and return the new file's path."""
+    if keep < 1:
+        raise ValueError(f"keep must be at least 1 (the snapshot just published); got {keep}")
+    snapshots_dir = Path(snapshots_dir)
+    snapshots_dir.mkdir(parents=True, exist_ok=True)
+    path = snapshots_dir / snapshot_name()
+    alias = f"cw_publish_{secrets.token_hex(4)}"
+    tag = secrets.token_hex(4)
+    literal = str(path.resolve()).replace("'", "''")
+    con.execute(f"ATTACH '{literal}' AS {alias} (ROW_GROUP_SIZE {ROW_GROUP_SIZE})")
+    try:
+        con.execute(NEWS_SQL.format(db=alias))
+        con.execute(f"CREATE UNIQUE INDEX news_id ON {alias}.news (id)")
+        con.execute(EVENTS_SQL.format(db=alias))
+        # Unique by construction upstream; the index also makes a createdAt cursor a point lookup.
+        con.execute(f"CREATE UNIQUE INDEX events_created_at ON {alias}.events (created_at)")
+        con.execute(FILTER_VALUES_SQL.format(db=alias))
+        con.execute(
+            f"""CREATE TABLE {alias}.snapshot_info AS SELECT
+                ?::VARCHAR AS tag, ?::TIMESTAMP AS created_at, ?::INTEGER AS format,
+                (SELECT count(*) FROM {alias}.news) AS articles, (SELECT count(*) FROM {alias}.events) AS events""",
+            [tag, datetime.now(UTC).replace(tzinfo=None), SNAPSHOT_FORMAT],
+        )
+        con.execute(f"CHECKPOINT {alias}")
+    except BaseException:
+        con.execute(f"DETACH {alias}")
+        _unlink(path)
+        raise
+    con.execute(f"DETACH {alias}")
+    _fsync(path)
+    _point_to(snapshots_dir, path.name)
+    prune_snapshots(snapshots_dir, keep)
+    return path
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _point_to(snapshots_dir: Path, name: str) -> None:
+    """Atomically make ``CURRENT`` name the snapshot: readers see the old name or the new one, never a mix."""
+    tmp = snapshots_dir / f".{POINTER}.{secrets.token_hex(4)}.tmp"
+    with open(tmp, "w") as f:
+        f.write(name + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, snapshots_dir / POINTER)
+    _fsync(snapshots_dir)
+
+
+def list_snapshots(snapshots_dir: Path) -> list[Path]:
+    """Snapshot files, oldest first."""
+    return sorted(p for p in Path(snapshots_dir).glob(f"{PREFIX}*{SUFFIX}") if p.is_file())
+
+
+def in_use(path: Path) -> bool:
+    """True when another process has the database file open (DuckDB holds an fcntl lock on it).
+
+    Within one process fcntl locks never conflict, so this only sees other processes; an in-process reader keeps
+    reading a deleted file anyway (POSIX unlink leaves open files intact)."""
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # also releases the probe lock
+    return False
+
+
+def prune_snapshots(snapshots_dir: Path, keep: int = 3) -> list[Path]:
+    """Delete snapshots older than the newest ``keep`` (never the current one, nor one another process has open);
+    return the deleted paths."""
+    current = current_snapshot(snapshots_dir)
+    deleted = []
+    for path in list_snapshots(snapshots_dir)[:-keep] if keep > 0 else []:
+        if current is not None and path.name == current.name:
+            continue
+        if in_use(path):
+            continue
+        _unlink(path)
+        deleted.append(path)
+    return deleted
+
+
+def _unlink(path: Path) -> None:
+    for p in (path, path.with_name(path.name + ".wal")):
+        p.unlink(missing_ok=True)

@@ -1,0 +1,454 @@
+"""Read-side queries over a serving snapshot (see ``warehouse.publish``): keyset pages of news and events.
+
+Serving order is newest first; ``pos`` numbers the rows in that order. A request is turned into a window of
+positions ``[lo, hi)`` (from the cursors, and for news from ``since``/``until``, which are monotonic in ``pos``),
+then the page is the first or last ``n`` rows of that window that pass the remaining filters. Without such
+filters a page is a plain range of ``pos``; with them it is ``ORDER BY pos LIMIT n + 1``, which DuckDB answers
+with a top-N whose dynamic filter on ``pos`` skips row groups by their zone maps. No OFFSET anywhere: a page deep
+in the set costs what the first page costs.
+
+Cursors:
+- news: opaque, ``base64url("n1:<published_at µs>:<id>:<snapshot tag>:<pos>")``. In the snapshot that issued it,
+  ``pos`` is used directly; in any other snapshot the cursor means its key ``(published_at, id)``: the id's
+  position if the article is still there with that time, else the first row strictly older than the key.
+- events: the node's ``createdAt`` (ISO 8601 UTC with milliseconds, unique).
+- ``after``/``before`` also accept a plain ISO date or timestamp (no offset means UTC): "strictly older than" /
+  "strictly newer than" that instant.
+
+Row dicts use the API's field names (``sourceName``, ``createdAt``...), so the API serves them as they are.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from threading import Lock
+from typing import Any
+
+import duckdb
+
+EPOCH = datetime(1970, 1, 1)
+_US = timedelta(microseconds=1)
+_ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+
+
+class CursorError(ValueError):
+    """A cursor or a date bound that cannot be read."""
+
+
+# --------------------------------------------------------------------------------------------- time values
+
+
+@dataclass(frozen=True)
+class Instant:
+    """A point in time from the API (naive UTC), remembering whether only a date was given."""
+
+    at: datetime
+    date_only: bool = False
+
+    def upper_exclusive(self) -> datetime:
+        """As an inclusive upper bound (``until``, ``dateTo``): a plain date covers its whole day."""
+        return self.at + timedelta(days=1) if self.date_only else self.at + timedelta(microseconds=1)
+
+
+def parse_instant(text: str) -> Instant:
+    """``2024-12-01``, ``2024-12-01T10:00:00Z``, ``2024-12-01T12:00:00+02:00`` or naive (taken as UTC)."""
+    if not isinstance(text, str) or not text.strip():
+        raise CursorError("expected an ISO 8601 date or timestamp, e.g. 2024-12-01 or 2024-12-01T10:00:00.000Z")
+    s = text.strip()
+    try:
+        if len(s) == 10:
+            d = date.fromisoformat(s)
+            return Instant(datetime(d.year, d.month, d.day), True)
+        dt = datetime.fromisoformat(s)
+    except ValueError:
+        raise CursorError(
+            f"{text[:64]!r} is not an ISO 8601 date or timestamp (e.g. 2024-12-01 or 2024-12-01T10:00:00.000Z)"
+        ) from None
+    if dt.tzinfo is not None:
+        dt = dt.astimezone(UTC).replace(tzinfo=None)
+    return Instant(dt, False)
+
+
+def iso_ms(dt: datetime) -> str:
+    """``2024-12-01T10:00:00.123Z``."""
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+
+
+def _from_us(us: int) -> datetime:
+    return EPOCH + timedelta(microseconds=us)
+
+
+# --------------------------------------------------------------------------------------------- cursors
+
+
+@dataclass(frozen=True)
+class NewsKey:
+    """A news bound: a full key (time + id, from a cursor) or just a time (from a plain date/timestamp)."""
+
+    at: datetime
+    id: str | None = None
+    tag: str | None = None
+    pos: int | None = None
+
+
+def encode_news_cursor(published_us: int, article_id: str, tag: str, pos: int) -> str:
+    raw = f"n1:{published_us}:{article_id}:{tag}:{pos}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_news_cursor(text: str) -> NewsKey:
+    """A news cursor, or a plain ISO date/timestamp meaning "strictly older/newer than"."""
+    if not isinstance(text, str) or not text or len(text) > 512:
+        raise CursorError("a news cursor is an endCursor/startCursor from a previous page, or an ISO date")
+    if text[:1].isdigit() and ("-" in text[:5]):
+        inst = parse_instant(text)
+        return NewsKey(inst.at)
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode()
+        version, us, article_id, tag, pos = raw.split(":", 4) if raw.count(":") == 4 else ("",) * 5
+        if version != "n1" or not _ID_RE.match(article_id) or not re.fullmatch(r"[0-9a-f]{1,16}", tag):
+            raise ValueError
+        return NewsKey(_from_us(int(us)), article_id, tag, int(pos))
+    except (ValueError, binascii.Error, UnicodeDecodeError, OverflowError):
+        raise CursorError(
+            f"{text[:64]!r} is not a valid news cursor: pass an endCursor/startCursor from a previous page "
+            "or an ISO date such as 2024-12-01"
+        ) from None
+
+
+def decode_event_cursor(text: str) -> Instant:
+    """An event cursor is the node's ``createdAt``; any ISO date or timestamp works the same way."""
+    try:
+        return parse_instant(text)
+    except CursorError as exc:
+        raise CursorError(
+            f"{str(text)[:64]!r} is not a valid prediction-event cursor: pass an endCursor/startCursor (a createdAt "
+            "timestamp such as 2024-12-01T10:00:00.000Z) or an ISO date such as 2024-12-01"
+        ) from exc
+
+
+# --------------------------------------------------------------------------------------------- requests
+
+
+@dataclass(frozen=True)
+class PageRequest:
+    first: int | None = None
+    last: int | None = None
+    after: Any = None  # NewsKey / Instant
+    before: Any = None
+
+
+@dataclass(frozen=True)
+class NewsFilters:
+    tickers: tuple[str, ...] | None = None
+    topics: tuple[str, ...] | None = None
+    sentiment: str | None = None  # Positive | Negative | Neutral
+    sources: tuple[str, ...] | None = None
+    since: Instant | None = None
+    until: Instant | None = None
+    search: str | None = None
+
+
+@dataclass(frozen=True)
+class EventFilters:
+    tickers: tuple[str, ...] | None = None
+    tags: tuple[str, ...] | None = None
+    status: str | None = None  # OPEN | CLOSED
+    date_from: Instant | None = None
+    date_to: Instant | None = None
+
+
+@dataclass
+class Page:
+    rows: list[dict[str, Any]]
+    has_next: bool | None  # None: not computed (not asked for)
+    has_previous: bool | None
+    positions: list[int] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------------------------- reader
+
+NEWS_COLUMNS = (
+    "pos, published_at AS date, id, title, text, sentiment, sentiment_score AS \"sentimentScore\", tickers, topics, "
+    "source_name AS \"sourceName\", news_url AS \"newsUrl\", image_url AS \"imageUrl\""
+)
+EVENT_COLUMNS = (
+    "pos, id, event_title AS \"eventTitle\", event_description AS \"eventDescription\", "
+    "source_url AS \"sourceUrl\", image_url AS \"imageUrl\", created_at AS \"createdAt\", date, "
+    "options, tags, asset, kind, subject, comparator, threshold, currency, "
+    "resolution_criteria AS \"resolutionCriteria\", resolution_source AS \"resolutionSource\""
+)
+# Timestamps are formatted in Python, once per page: measured cheaper than strftime() in the query.
+
+
+def _escape_like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+class CacheMiss(Exception):
+    """Raised by a cache-only reader: the answer needs a query (the API then runs it off the event loop)."""
+
+
+class PageCache:
+    """An LRU of pages for one snapshot. A snapshot never changes, so a page computed once stays right until the
+    API switches to a newer snapshot (which comes with a new cache). Thread-safe; cached rows are shared, never
+    mutated."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: OrderedDict[Hashable, Any] = OrderedDict()
+        self._lock = Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: Hashable, compute: Callable[[], Any], cache_only: bool = False) -> Any:
+        if self.size <= 0:
+            if cache_only:
+                raise CacheMiss(key)
+            return compute()
+        with self._lock:
+            page = self._items.get(key)
+            if page is not None:
+                self._items.move_to_end(key)
+                self.hits += 1
+                return page
+        if cache_only:
+            raise CacheMiss(key)
+        self.misses += 1
+        page = compute()
+        with self._lock:
+            self._items[key] = page
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return page
+
+
+class SnapshotReader:
+    """Queries over one open snapshot; ``con`` is a cursor used by one thread at a time."""
+
+    def __init__(
+        self, con: duckdb.DuckDBPyConnection, tag: str, articles: int, events: int, cache: PageCache | None = None
+    ) -> None:
+        self.con = con
+        self.tag = tag
+        self.counts = {"news": articles, "events": events}
+        self.cache = cache or PageCache(0)
+        self.cache_only = False  # when set, a page that is not cached raises CacheMiss instead of querying
+
+    @classmethod
+    def info(cls, con: duckdb.DuckDBPyConnection) -> tuple[str, int, int]:
+        rows = con.execute("SELECT tag, articles, events FROM snapshot_info").fetchall()
+        if not rows:
+            raise ValueError("the snapshot has no snapshot_info row: it was not written by publish_snapshot")
+        tag, articles, events = rows[0]
+        return str(tag), int(articles), int(events)
+
+    # ----------------------------------------------------------------------------------------- helpers
+
+    def _first_pos(self, table: str, where: str, params: list[Any]) -> int:
+        """The first position whose row satisfies ``where`` (a condition monotonic in pos), else the row count."""
+        rows = self.con.execute(f"SELECT pos FROM {table} WHERE {where} ORDER BY pos LIMIT 1", params).fetchall()
+        return int(rows[0][0]) if rows else self.counts[table]
+
+    def _exists(self, table: str, lo: int, hi: int, where: str, params: list[Any]) -> bool:
+        if hi <= lo:
+            return False
+        if not where:
+            return True
+        sql = f"SELECT 1 FROM {table} WHERE pos >= ? AND pos < ? AND {where} LIMIT 1"
+        return bool(self.con.execute(sql, [lo, hi, *params]).fetchall())
+
+    def _page(
+        self, table: str, columns: list[str] | str, col_params: list[Any], req: PageRequest, lo_w: int, hi_w: int,
+        flo: int, fhi: int, where: str, params: list[Any], need_next: bool, need_previous: bool,
+    ) -> Page:
+        """Rows of ``[lo_w, hi_w)`` passing ``where``; ``[flo, fhi)`` is the whole filtered list (for pageInfo)."""
+        if req.first is not None and req.last is not None:
+            raise ValueError("first and last together")
+        backwards = req.last is not None
+        n = req.last if backwards else (req.first if req.first is not None else 10)
+        select = f"SELECT {columns} FROM {table}"
+        if hi_w <= lo_w:
+            fetched: list[tuple[Any, ...]] = []
+            names: list[str] = []
+        elif not where:
+            # Dense positions: the page is a plain range (sorted here: cheaper than ORDER BY for a few rows).
+            a, b = (max(lo_w, hi_w - n - 1), hi_w) if backwards else (lo_w, min(hi_w, lo_w + n + 1))
+            cur = self.con.execute(f"{select} WHERE pos >= ? AND pos < ?", [*col_params, a, b])
+            fetched, names = cur.fetchall(), [d[0] for d in cur.description]
+            fetched.sort(key=lambda r: r[0], reverse=backwards)
+        else:
+            order = "DESC" if backwards else ""
+            sql = f"{select} WHERE pos >= ? AND pos < ? AND {where} ORDER BY pos {order} LIMIT ?"
+            cur = self.con.execute(sql, [*col_params, lo_w, hi_w, *params, n + 1])
+            fetched, names = cur.fetchall(), [d[0] for d in cur.description]
+        more = len(fetched) > n
+        fetched = fetched[:n]
+        if backwards:
+            fetched.reverse()
+        rows = [dict(zip(names, r, strict=True)) for r in fetched]
+        positions = [r["pos"] for r in rows]
+        if backwards:
+            has_previous: bool | None = more
+            has_next = self._exists(table, hi_w, fhi, where, params) if (need_next and req.before is not None) else (
+                False if req.before is None else None
+            )
+        else:
+            has_next = more
+            has_previous = (
+                self._exists(table, flo, lo_w, where, params) if (need_previous and req.after is not None)
+                else (False if req.after is None else None)
+            )
+        return Page(rows, has_next, has_previous, positions)
+
+    # ----------------------------------------------------------------------------------------- news
+
+    def _news_older_from(self, key: NewsKey) -> int:
+        """First position strictly older than ``key``."""
+        if key.id is None:
+            return self._first_pos("news", "published_at < ?", [key.at])
+        p = self._news_pos(key)
+        if p is not None:
+            return p + 1
+        return self._first_pos("news", "published_at <= ? AND (published_at < ? OR id < ?)", [key.at, key.at, key.id])
+
+    def _news_newer_until(self, key: NewsKey) -> int:
+        """End (exclusive) of the rows strictly newer than ``key``."""
+        if key.id is None:
+            return self._first_pos("news", "published_at <= ?", [key.at])
+        p = self._news_pos(key)
+        if p is not None:
+            return p
+        return self._first_pos("news", "published_at <= ? AND (published_at < ? OR id < ?)", [key.at, key.at, key.id])
+
+    def _news_pos(self, key: NewsKey) -> int | None:
+        """The cursor row's position in this snapshot, if the row is here with the same time."""
+        if key.tag == self.tag and key.pos is not None and 0 <= key.pos < self.counts["news"]:
+            return key.pos
+        rows = self.con.execute("SELECT pos, published_at FROM news WHERE id = ?", [key.id]).fetchall()
+        if rows and rows[0][1] == key.at:
+            return int(rows[0][0])
+        return None
+
+    def news_page(
+        self, req: PageRequest, filters: NewsFilters = NewsFilters(), *, need_next: bool = True,
+        need_previous: bool = True,
+    ) -> Page:
+        """A page of news; rows carry ``pos`` and ``_cursor`` besides the API fields (see ``news_cursor``)."""
+        key = ("news", req, filters, need_next, need_previous)
+        return self.cache.get(key, lambda: self._news_page(req, filters, need_next, need_previous), self.cache_only)
+
+    def _news_page(self, req: PageRequest, filters: NewsFilters, need_next: bool, need_previous: bool) -> Page:
+        flo, fhi = 0, self.counts["news"]
+        if filters.since is not None:  # published_at >= since: a prefix of the serving order
+            fhi = self._first_pos("news", "published_at < ?", [filters.since.at])
+        if filters.until is not None:  # published_at <= until (a plain date: that whole day)
+            flo = self._first_pos("news", "published_at < ?", [filters.until.upper_exclusive()])
+        lo, hi = flo, fhi
+        if req.after is not None:
+            lo = max(lo, self._news_older_from(req.after))
+        if req.before is not None:
+            hi = min(hi, self._news_newer_until(req.before))
+        where, params = [], []
+        if filters.tickers:
+            where.append("list_has_any(tickers, ?)")
+            params.append([t.upper() for t in filters.tickers])
+        if filters.topics:
+            where.append("list_has_any(topics, ?)")
+            params.append(list(filters.topics))
+        if filters.sources:
+            where.append("list_contains(?, source_name)")
+            params.append(list(filters.sources))
+        if filters.sentiment:
+            where.append("sentiment = ?")
+            params.append(filters.sentiment)
+        if filters.search:
+            where.append("(title ILIKE ? ESCAPE '\\' OR text ILIKE ? ESCAPE '\\')")
+            pattern = f"%{_escape_like(filters.search)}%"
+            params += [pattern, pattern]
+        page = self._page(
+            "news", NEWS_COLUMNS, [], req, lo, hi, flo, fhi, " AND ".join(where), params, need_next, need_previous
+        )
+        for row in page.rows:  # formatted once per page (pages are cached), not once per request
+            at = row["date"]
+            row["_cursor"] = encode_news_cursor((at - EPOCH) // _US, row["id"], self.tag, row["pos"])
+            row["date"] = iso_ms(at)
+        return page
+
+    @staticmethod
+    def news_cursor(row: dict[str, Any]) -> str:
+        return row["_cursor"]
+
+    # ----------------------------------------------------------------------------------------- events
+
+    def events_page(
+        self, req: PageRequest, filters: EventFilters = EventFilters(), *, now: datetime | None = None,
+        need_next: bool = True, need_previous: bool = True,
+    ) -> Page:
+        """A page of events; ``status`` (OPEN/CLOSED) is computed against ``now`` (default: the current time)."""
+        now = now or datetime.now(UTC).replace(tzinfo=None)
+        if filters.status is not None:  # which rows match depends on the time: not cacheable
+            if self.cache_only:
+                raise CacheMiss("events by status")
+            page = self._events_page(req, filters, now, need_next, need_previous)
+        else:
+            key = ("events", req, filters, need_next, need_previous)
+            page = self.cache.get(
+                key, lambda: self._events_page(req, filters, now, need_next, need_previous), self.cache_only
+            )
+        now_iso = iso_ms(now)
+        rows = [{**r, "status": "CLOSED" if r["date"] <= now_iso else "OPEN"} for r in page.rows]
+        return Page(rows, page.has_next, page.has_previous, page.positions)
+
+    def _events_page(
+        self, req: PageRequest, filters: EventFilters, now: datetime, need_next: bool, need_previous: bool
+    ) -> Page:
+        flo, fhi = 0, self.counts["events"]
+        lo, hi = flo, fhi
+        if req.after is not None:  # strictly older than the instant (createdAt is unique)
+            lo = self._first_pos("events", "created_at < ?", [req.after.at])
+        if req.before is not None:  # strictly newer than the instant
+            hi = self._first_pos("events", "created_at <= ?", [req.before.at])
+        where, params = [], []
+        if filters.tickers:
+            upper = [t.upper() for t in filters.tickers]
+            where.append("(list_contains(?, asset) OR list_has_any(tags, ?))")
+            params += [upper, upper]
+        if filters.tags:
+            where.append("list_has_any(tags, ?)")
+            params.append(list(filters.tags))
+        if filters.status == "OPEN":
+            where.append("date > ?")
+            params.append(now)
+        elif filters.status == "CLOSED":
+            where.append("date <= ?")
+            params.append(now)
+        if filters.date_from is not None:
+            where.append("date >= ?")
+            params.append(filters.date_from.at)
+        if filters.date_to is not None:
+            where.append("date < ?")
+            params.append(filters.date_to.upper_exclusive())
+        page = self._page(
+            "events", EVENT_COLUMNS, [], req, lo, hi, flo, fhi, " AND ".join(where), params, need_next, need_previous
+        )
+        for row in page.rows:
+            row["createdAt"] = iso_ms(row["createdAt"])
+            row["date"] = iso_ms(row["date"])
+        return page
+
+    # ----------------------------------------------------------------------------------------- lists
+
+    def filter_values(self, kind: str) -> list[str]:
+        """``newsSources``, ``newsTopics`` or ``tickers``."""
+        def query() -> list[str]:
+            rows = self.con.execute("SELECT value FROM filter_values WHERE kind = ? ORDER BY value", [kind]).fetchall()
+            return [r[0] for r in rows]
+
+        return list(self.cache.get(("filter_values", kind), query, self.cache_only))
