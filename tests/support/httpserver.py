@@ -65,6 +65,7 @@ class RequestHandler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 128  # many clients connecting at once must not be dropped by the listen backlog
     owner: LocalServer
 
 
@@ -113,6 +114,73 @@ def hang(seconds: float = 30.0) -> Handler:
 
     def handler(req: RequestHandler) -> None:
         time.sleep(seconds)
+        return None
+
+    return handler
+
+
+def sequence(*handlers: Handler) -> Handler:
+    """The n-th request gets the n-th handler; once they run out, the last one answers every request."""
+    calls = iter(range(1 << 30))
+    lock = threading.Lock()
+
+    def handler(req: RequestHandler) -> Reply | None:
+        with lock:
+            n = next(calls)
+        return handlers[min(n, len(handlers) - 1)](req)
+
+    return handler
+
+
+def redirect(location: str, status: int = 302) -> Handler:
+    return lambda req: Reply(status, b"", {"Location": location})
+
+
+def conditional(
+    body: bytes | str,
+    etag: str | None = None,
+    last_modified: str | None = None,
+    content_type: str = "application/rss+xml; charset=utf-8",
+) -> Handler:
+    """A document served with validators; a request carrying a matching one gets 304 Not Modified."""
+    data = body.encode() if isinstance(body, str) else body
+
+    def handler(req: RequestHandler) -> Reply:
+        headers = {"Content-Type": content_type}
+        if etag:
+            headers["ETag"] = etag
+        if last_modified:
+            headers["Last-Modified"] = last_modified
+        if (etag and req.headers.get("If-None-Match") == etag) or (
+            last_modified and not etag and req.headers.get("If-Modified-Since") == last_modified
+        ):
+            return Reply(304, b"", {k: v for k, v in headers.items() if k != "Content-Type"})
+        return Reply(200, data, headers)
+
+    return handler
+
+
+def endless(head: bytes, chunk: bytes, total: int, content_type: str = "application/rss+xml") -> Handler:
+    """A body of ``total`` bytes (``head`` then ``chunk`` repeated), streamed without building it in memory.
+
+    Stops quietly when the client hangs up (as a client that caps the body size will).
+    """
+
+    def handler(req: RequestHandler) -> None:
+        try:
+            req.send_response(200)
+            req.send_header("Content-Type", content_type)
+            req.send_header("Content-Length", str(total))
+            req.end_headers()
+            req.wfile.write(head)
+            sent = len(head)
+            while sent < total:
+                piece = chunk[: total - sent]
+                req.wfile.write(piece)
+                sent += len(piece)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        req.close_connection = True
         return None
 
     return handler

@@ -1,7 +1,7 @@
 -- Ingestion: one row per unique article, per-feed health, conditional-GET state.
 -- All timestamps are UTC, stored as TIMESTAMP (no time zone).
 CREATE TABLE raw_articles (
-    id            VARCHAR PRIMARY KEY,   -- 'a_' + 16 hex of sha256(canonical url, or guid when no link)
+    id            VARCHAR PRIMARY KEY,   -- 'a_' + 16 hex of sha256(canonical url; or feed url + guid when no link)
     source_name   VARCHAR NOT NULL,
     feed_url      VARCHAR NOT NULL,
     url           VARCHAR,               -- canonical: tracking params and fragment removed
@@ -13,7 +13,7 @@ CREATE TABLE raw_articles (
     categories    VARCHAR[] NOT NULL,
     image_url     VARCHAR,
     published_at  TIMESTAMP NOT NULL,
-    date_inferred BOOLEAN NOT NULL,      -- true when the feed gave no usable date (see README: dates)
+    date_inferred BOOLEAN NOT NULL,      -- true: missing, unreadable, far-future (> fetched_at + 1 day) or pre-1995 date replaced by fetched_at
     fetched_at    TIMESTAMP NOT NULL,    -- first time we saw it
     updated_at    TIMESTAMP NOT NULL,    -- last time its content changed
     language      VARCHAR,
@@ -32,7 +32,8 @@ CREATE TABLE feed_fetches (
     items_updated INTEGER NOT NULL,
     not_modified BOOLEAN NOT NULL,
     bytes        BIGINT,
-    error        VARCHAR
+    error        VARCHAR,               -- set when the feed gave nothing usable this run
+    warning      VARCHAR                -- set when it gave items but something was off (cut body, lenient parse)
 );
 
 CREATE TABLE feed_state (

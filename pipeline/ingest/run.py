@@ -1,0 +1,292 @@
+"""One ingestion run: fetch every enabled feed, parse, normalise, and merge into the warehouse at once.
+
+Rules a run follows (text rules: ``pipeline/ingest/clean.py``):
+
+* **Identity** — ``id`` is ``a_`` + 16 hex digits of sha256 of the canonical URL; an item without a usable
+  link is keyed by its feed URL and guid; one with neither by its feed URL and title. The same article in
+  two feeds, or twice in one, is one row: the first occurrence wins (feeds in file order, items in
+  document order), and the row keeps the source that first brought it.
+* **Dates** — ``published_at`` is the item's publication date (else its update date) in UTC, to the second.
+  When it is missing or unreadable, later than ``fetched_at`` + 1 day, or before 1995, it is replaced by
+  ``fetched_at`` (cut to the second) and ``date_inferred`` is true. An inferred date never overwrites a real one; a real date
+  that turns up later replaces an inferred one.
+* **Updates** — ``content_hash`` covers title, summary and content HTML. A known id whose hash changed is
+  updated in place (``updated_at`` moves); an unchanged one is not touched, so a second run with the same
+  feeds changes no row.
+* **One transaction** — articles, per-feed health (``feed_fetches``) and conditional-GET validators
+  (``feed_state``) are written together; an error while writing leaves every table as it was.
+* **Faults** — a broken feed is recorded with its error and never stops the others. When every feed
+  failed, the health rows are still committed and :class:`AllFeedsFailed` is raised.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+import duckdb
+import polars as pl
+
+from pipeline.ingest.feeds import Feed
+from pipeline.ingest.fetch import Fetched, fetch_all, run_sync
+from pipeline.ingest.parse import Entry, FeedParseError, ParsedFeed, parse_feed
+from warehouse import raw
+from warehouse.config import Settings
+from warehouse.db import transaction, utcnow
+
+log = logging.getLogger(__name__)
+
+FUTURE_SLACK = timedelta(days=1)  # a date later than fetched_at + this is not believed
+OLDEST_DATE = datetime(1995, 1, 1)  # earlier dates are CMS placeholders (1970-01-01 and friends)
+
+
+@dataclass
+class FeedResult:
+    feed: Feed
+    http_status: int | None
+    items_seen: int
+    items_new: int
+    items_updated: int
+    not_modified: bool
+    bytes: int | None
+    duration_ms: float
+    error: str | None
+    started_at: datetime | None = None
+    warning: str | None = None  # items were read, but something was off (cut body, lenient parse, ...)
+
+
+@dataclass
+class IngestReport:
+    run_id: str
+    results: list[FeedResult]
+    new: int
+    updated: int
+    unchanged: int
+    duration_ms: float = 0.0
+    started_at: datetime | None = None
+    # Where the time went: fetch (with parsing overlapped), building rows, writing the transaction.
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    failed: list[FeedResult] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.failed = [r for r in self.results if r.error is not None]
+
+    @property
+    def all_failed(self) -> bool:
+        """True when there were feeds to fetch and none of them gave a usable answer."""
+        return bool(self.results) and len(self.failed) == len(self.results)
+
+
+class AllFeedsFailed(RuntimeError):
+    """Every feed of a run failed; the message lists each feed and why. Health rows were recorded."""
+
+    def __init__(self, report: IngestReport) -> None:
+        lines = [f"all {len(report.results)} feeds failed (run {report.run_id}):"]
+        lines += [f"  - {r.feed.name} <{r.feed.url}>: {r.error}" for r in report.results]
+        super().__init__("\n".join(lines))
+        self.report = report
+
+
+def new_run_id() -> str:
+    return f"ingest-{utcnow():%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
+
+
+def _digest(text: str, n: int) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:n]
+
+
+def article_id(entry: Entry, feed_url: str) -> str | None:
+    """The stable id of an entry, or ``None`` when it has no link, guid or title to be known by."""
+    if entry.url:
+        return "a_" + _digest(entry.url, 16)
+    if entry.guid:
+        return "a_" + _digest(f"guid\n{feed_url}\n{entry.guid}", 16)
+    if entry.title:
+        return "a_" + _digest(f"title\n{feed_url}\n{entry.title}", 16)
+    return None
+
+
+def content_hash(entry: Entry) -> str:
+    return _digest(f"{entry.title}\x1f{entry.summary}\x1f{entry.content_html or ''}", 32)
+
+
+def published_at(published: datetime | None, fetched_at: datetime) -> tuple[datetime, bool]:
+    """``(published_at, date_inferred)`` by the missing / far-future / too-old rule."""
+    if published is None or published > fetched_at + FUTURE_SLACK or published < OLDEST_DATE:
+        return fetched_at.replace(microsecond=0), True
+    return published, False
+
+
+def ingest(
+    con: duckdb.DuckDBPyConnection, feeds: list[Feed], settings: Settings, *, run_id: str | None = None
+) -> IngestReport:
+    """Fetch and merge every enabled feed in one transaction; see the module notes for the rules."""
+    run_id = run_id or new_run_id()
+    t0 = time.perf_counter()
+    run_started = utcnow()
+    active = [f for f in feeds if f.enabled]
+    urls = list(dict.fromkeys(f.url for f in active))
+    validators = raw.load_feed_state(con, urls)
+
+    parsed: dict[str, ParsedFeed | FeedParseError] = {}
+    parse_ms: dict[str, float] = {}
+
+    def on_done(got: Fetched) -> None:
+        # Runs in the event loop as each body arrives, so parsing overlaps the other downloads.
+        if got.error is not None or got.body is None:
+            return
+        p0 = time.perf_counter()
+        try:
+            parsed[got.url] = parse_feed(
+                got.body,
+                base_url=got.final_url or got.url,
+                content_type=got.content_type,
+                truncated=got.truncated,
+            )
+        except FeedParseError as exc:
+            parsed[got.url] = exc
+        except Exception as exc:  # a parser bug on one odd document must not sink the other feeds
+            log.exception("parsing %s failed", got.url)
+            parsed[got.url] = FeedParseError(f"could not parse the document ({type(exc).__name__}: {exc})")
+        parse_ms[got.url] = (time.perf_counter() - p0) * 1000
+
+    fetched = run_sync(fetch_all(urls, settings, validators, on_done)) if urls else {}
+    t_fetched = time.perf_counter()
+
+    cols: dict[str, list] = {c: [] for c in raw.ARTICLE_COLUMNS}
+    owner: dict[str, int] = {}  # article id -> index of the result (feed) whose row is merged
+    results: list[FeedResult] = []
+    state_rows: list[dict] = []
+    saved_state: set[str] = set()
+    for feed in active:
+        got = fetched[feed.url]
+        result = FeedResult(
+            feed=feed,
+            http_status=got.status,
+            items_seen=0,
+            items_new=0,
+            items_updated=0,
+            not_modified=got.not_modified,
+            bytes=got.nbytes,
+            duration_ms=got.duration_ms + parse_ms.get(feed.url, 0.0),
+            error=got.error,
+            started_at=got.started_at,
+        )
+        results.append(result)
+        outcome = parsed.get(feed.url)
+        if isinstance(outcome, FeedParseError):
+            result.error = str(outcome)
+        if result.error is not None or outcome is None or isinstance(outcome, FeedParseError):
+            if result.error is None and not got.not_modified:
+                result.error = "no document received"
+            continue
+        result.warning = outcome.warning
+        result.items_seen = len(outcome.entries)
+        if feed.url not in saved_state:  # validators only after a good parse: a bad body is fetched again
+            saved_state.add(feed.url)
+            state_rows.append(
+                {
+                    "feed_url": feed.url,
+                    "etag": got.etag,
+                    "last_modified": got.last_modified,
+                    "updated_at": run_started,
+                }
+            )
+        fetched_at = got.started_at
+        language = feed.language or outcome.language
+        skipped = 0
+        for entry in outcome.entries:
+            aid = article_id(entry, feed.url)
+            if aid is None:
+                skipped += 1
+                continue
+            if aid in owner:
+                continue
+            owner[aid] = len(results) - 1
+            when, inferred = published_at(entry.published, fetched_at)
+            for name, value in (
+                ("id", aid),
+                ("source_name", feed.name),
+                ("feed_url", feed.url),
+                ("url", entry.url),
+                ("guid", entry.guid),
+                ("title", entry.title),
+                ("summary", entry.summary),
+                ("content_html", entry.content_html),
+                ("authors", entry.authors),
+                ("categories", entry.categories),
+                ("image_url", entry.image_url),
+                ("published_at", when),
+                ("date_inferred", inferred),
+                ("fetched_at", fetched_at),
+                ("updated_at", fetched_at),
+                ("language", language),
+                ("content_hash", content_hash(entry)),
+            ):
+                cols[name].append(value)
+        if skipped:
+            note = f"{skipped} items skipped: no link, guid or title"
+            result.warning = f"{result.warning}; {note}" if result.warning else note
+
+    articles = raw.article_frame(cols)
+    t_built = time.perf_counter()
+    with transaction(con):
+        new_ids, updated_ids = raw.merge_articles(con, articles)
+        raw.save_feed_state(con, pl.DataFrame(state_rows, schema=raw.STATE_SCHEMA))
+        for aid, idx in owner.items():
+            if aid in new_ids:
+                results[idx].items_new += 1
+            elif aid in updated_ids:
+                results[idx].items_updated += 1
+        # Health rows last: a failure anywhere above rolls back the whole run.
+        raw.record_fetches(con, _fetch_frame(run_id, results))
+
+    report = IngestReport(
+        run_id=run_id,
+        results=results,
+        new=len(new_ids),
+        updated=len(updated_ids),
+        unchanged=len(owner) - len(new_ids) - len(updated_ids),
+        duration_ms=(time.perf_counter() - t0) * 1000,
+        started_at=run_started,
+        timings_ms={
+            "fetch_and_parse": (t_fetched - t0) * 1000,
+            "parse": sum(parse_ms.values()),
+            "build_rows": (t_built - t_fetched) * 1000,
+            "write": (time.perf_counter() - t_built) * 1000,
+        },
+    )
+    for r in report.failed:
+        log.warning("feed %s <%s> failed: %s", r.feed.name, r.feed.url, r.error)
+    log.info(
+        "ingest %s: %d feeds (%d failed), %d new, %d updated, %d unchanged in %.0f ms",
+        run_id, len(results), len(report.failed), report.new, report.updated, report.unchanged, report.duration_ms,
+    )  # fmt: skip
+    if report.all_failed:
+        raise AllFeedsFailed(report)
+    return report
+
+
+def _fetch_frame(run_id: str, results: list[FeedResult]) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "run_id": [run_id] * len(results),
+            "feed_name": [r.feed.name for r in results],
+            "feed_url": [r.feed.url for r in results],
+            "started_at": [r.started_at for r in results],
+            "duration_ms": [r.duration_ms for r in results],
+            "http_status": [r.http_status for r in results],
+            "items_seen": [r.items_seen for r in results],
+            "items_new": [r.items_new for r in results],
+            "items_updated": [r.items_updated for r in results],
+            "not_modified": [r.not_modified for r in results],
+            "bytes": [r.bytes for r in results],
+            "error": [r.error for r in results],
+            "warning": [r.warning for r in results],
+        },
+        schema=raw.FETCH_SCHEMA,
+    )

@@ -1,0 +1,353 @@
+"""Whole ingestion runs against real HTTP servers on 127.0.0.1 and a real DuckDB file."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from pipeline.ingest import AllFeedsFailed, Feed, IngestReport, ingest
+from tests.support.feedgen import item, rss
+from tests.support.httpserver import LocalServer, Reply, RequestHandler, conditional, static
+from warehouse.config import Settings
+from warehouse.db import connect
+
+RSS = "application/rss+xml; charset=utf-8"
+
+
+@pytest.fixture
+def con(tmp_path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    c = connect(tmp_path / "warehouse.duckdb")
+    yield c
+    c.close()
+
+
+def rows(con: duckdb.DuckDBPyConnection) -> list[tuple]:
+    return con.execute("SELECT * FROM raw_articles ORDER BY id").fetchall()
+
+
+def article(con: duckdb.DuckDBPyConnection, url: str) -> dict:
+    cur = con.execute("SELECT * FROM raw_articles WHERE url = ?", [url])
+    names = [d[0] for d in cur.description]
+    (row,) = cur.fetchall()
+    return dict(zip(names, row, strict=True))
+
+
+def three_items(title0: str = "Bitcoin tops $100k") -> str:
+    return rss(
+        item(title0, "https://news.example.com/btc?utm_source=rss", pub="Mon, 03 Mar 2025 10:00:00 +0000"),
+        item("Ether upgrade ships", "https://news.example.com/eth", pub="Mon, 03 Mar 2025 11:00:00 +0000"),
+        item("SOL ETF decision", "https://news.example.com/sol", pub="Mon, 03 Mar 2025 12:00:00 +0000"),
+    )
+
+
+def test_second_run_with_same_feeds_changes_nothing(
+    con: duckdb.DuckDBPyConnection, settings: Settings, local_server: LocalServer
+) -> None:
+    local_server.routes["/a.xml"] = static(three_items(), RSS)  # no validators: the body is parsed again
+    feeds = [Feed("A", local_server.url("/a.xml"))]
+
+    first = ingest(con, feeds, settings)
+    before = rows(con)
+    second = ingest(con, feeds, settings)
+
+    assert (first.new, first.updated, first.unchanged) == (3, 0, 0)
+    assert (second.new, second.updated, second.unchanged) == (0, 0, 3)
+    assert rows(con) == before  # not one column of one row moved, updated_at included
+    assert local_server.hits("/a.xml") == 2
+    health = con.execute(
+        "SELECT run_id, items_seen, items_new, items_updated, http_status FROM feed_fetches ORDER BY started_at"
+    ).fetchall()
+    assert health == [(first.run_id, 3, 3, 0, 200), (second.run_id, 3, 0, 0, 200)]
+
+
+def test_an_article_in_two_feeds_or_twice_in_one_is_one_row(
+    con: duckdb.DuckDBPyConnection, settings: Settings, local_server: LocalServer
+) -> None:
+    shared = item("Shared story", "https://news.example.com/shared?utm_campaign=x#comments")
+    local_server.routes["/a.xml"] = static(
+        rss(shared, item("Only in A", "https://news.example.com/a"), shared), RSS
+    )
+    local_server.routes["/b.xml"] = static(
+        rss(
+            item("Shared story", "https://NEWS.example.com/shared?fbclid=abc"),
+            item("Only in B", "https://b.example/1"),
+        ),
+        RSS,
+    )
+    feeds = [Feed("A", local_server.url("/a.xml")), Feed("B", local_server.url("/b.xml"))]
+
+    report = ingest(con, feeds, settings)
+
+    assert con.execute("SELECT count(*) FROM raw_articles").fetchall() == [(3,)]
+    assert article(con, "https://news.example.com/shared")["source_name"] == "A"  # first feed wins
+    a, b = report.results
+    assert (a.items_seen, a.items_new, b.items_seen, b.items_new) == (3, 2, 2, 1)
+    assert report.new == 3
+
+
+def test_a_changed_title_updates_the_row_and_does_not_duplicate_it(
+    con: duckdb.DuckDBPyConnection, settings: Settings, local_server: LocalServer
+) -> None:
+    local_server.routes["/a.xml"] = static(three_items("Bitcoin tops $100k"), RSS)
+    feeds = [Feed("A", local_server.url("/a.xml"))]
+    ingest(con, feeds, settings)
+    old = article(con, "https://news.example.com/btc")
+    others = con.execute("SELECT * FROM raw_articles WHERE url <> 'https://news.example.com/btc'").fetchall()
+    time.sleep(0.01)  # updated_at has microseconds; make sure a move would show
+
+    local_server.routes["/a.xml"] = static(three_items("Bitcoin tops $100,000 (updated)"), RSS)
+    report = ingest(con, feeds, settings)
+
+    new = article(con, "https://news.example.com/btc")
+    assert (report.new, report.updated, report.unchanged) == (0, 1, 2)
+    assert report.results[0].items_updated == 1
+    assert con.execute("SELECT count(*) FROM raw_articles").fetchall() == [(3,)]
+    assert new["id"] == old["id"]
+    assert new["title"] == "Bitcoin tops $100,000 (updated)"
+    assert new["content_hash"] != old["content_hash"]
+    assert new["updated_at"] > old["updated_at"]
+    assert new["fetched_at"] == old["fetched_at"]  # first seen stays first seen
+    assert (
+        con.execute("SELECT * FROM raw_articles WHERE url <> 'https://news.example.com/btc'").fetchall()
+        == others
+    )
+
+
+def test_conditional_get_remembers_validators_and_a_304_costs_no_parsing(
+    con: duckdb.DuckDBPyConnection, settings: Settings, local_server: LocalServer
+) -> None:
+    local_server.routes["/etag.xml"] = conditional(three_items(), etag='"v1"')
+    lm = "Mon, 03 Mar 2025 12:00:00 GMT"
+    local_server.routes["/lm.xml"] = conditional(
+        rss(item("Other", "https://other.example.com/1")), last_modified=lm
+    )
+    feeds = [Feed("E", local_server.url("/etag.xml")), Feed("L", local_server.url("/lm.xml"))]
+
+    ingest(con, feeds, settings)
+    before = rows(con)
+    second = ingest(con, feeds, settings)
+
+    assert [(r.http_status, r.not_modified, r.items_seen, r.bytes, r.error) for r in second.results] == [
+        (304, True, 0, 0, None),
+        (304, True, 0, 0, None),
+    ]
+    etag_reqs = [s for s in local_server.seen if s.path == "/etag.xml"]
+    lm_reqs = [s for s in local_server.seen if s.path == "/lm.xml"]
+    assert "if-none-match" not in etag_reqs[0].headers
+    assert etag_reqs[1].headers["if-none-match"] == '"v1"'
+    assert lm_reqs[1].headers["if-modified-since"] == lm
+    assert rows(con) == before
+    assert con.execute(
+        "SELECT feed_url, etag, last_modified FROM feed_state ORDER BY feed_url"
+    ).fetchall() == [
+        (local_server.url("/etag.xml"), '"v1"', None),
+        (local_server.url("/lm.xml"), None, lm),
+    ]
+
+
+def test_user_agent_is_honest(
+    con: duckdb.DuckDBPyConnection, settings: Settings, local_server: LocalServer
+) -> None:
+    local_server.routes["/a.xml"] = static(three_items(), RSS)
+    ingest(con, [Feed("A", local_server.url("/a.xml"))], settings)
+    (seen,) = local_server.seen
+    assert seen.headers["user-agent"] == settings.user_agent
+    assert "cryptowire" in seen.headers["user-agent"]
+
+
+def test_a_crash_while_writing_leaves_every_table_as_it_was(
+    con: duckdb.DuckDBPyConnection, settings: Settings, local_server: LocalServer
+) -> None:
+    local_server.routes["/a.xml"] = conditional(three_items("Version one"), etag='"v1"')
+    feeds = [Feed("A", local_server.url("/a.xml"))]
+    ingest(con, feeds, settings)
+    tables = ("raw_articles", "feed_state", "feed_fetches")
+    before = {t: con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in tables}
+
+    # New content, and a real fault in the run's last write: feed_fetches becomes a view, which cannot
+    # take rows. By then the merge has already updated an article and inserted nothing else.
+    local_server.routes["/a.xml"] = conditional(three_items("Version two") + "<!-- v2 -->", etag='"v2"')
+    con.execute("ALTER TABLE feed_fetches RENAME TO feed_fetches_real")
+    con.execute("CREATE VIEW feed_fetches AS SELECT * FROM feed_fetches_real")
+    with pytest.raises(duckdb.Error):
+        ingest(con, feeds, settings)
+    con.execute("DROP VIEW feed_fetches")
+    con.execute("ALTER TABLE feed_fetches_real RENAME TO feed_fetches")
+
+    after = {t: con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in tables}
+    assert after == before
+    assert article(con, "https://news.example.com/btc")["title"] == "Version one"
+    # The validators were not saved either, so the next run fetches the new version in full.
+    report = ingest(con, feeds, settings)
+    assert report.results[0].http_status == 200 and report.updated == 1
+
+
+def test_when_every_feed_fails_health_is_recorded_and_the_run_raises(
+    con: duckdb.DuckDBPyConnection, settings: Settings, local_server: LocalServer
+) -> None:
+    local_server.routes["/html"] = static("<!doctype html><html><body>Sign in</body></html>")
+    with LocalServer() as refused:  # started, then closed: its port refuses connections
+        refused_url = refused.url("/feed.xml")
+    feeds = [
+        Feed("Missing", local_server.url("/missing.xml")),
+        Feed("Page", local_server.url("/html")),
+        Feed("Down", refused_url),
+    ]
+    with pytest.raises(AllFeedsFailed) as err:
+        ingest(con, feeds, settings)
+
+    message = str(err.value)
+    assert "all 3 feeds failed" in message
+    assert f"Missing <{local_server.url('/missing.xml')}>: HTTP 404" in message
+    assert "Page <" in message and "got an HTML page" in message
+    assert "Down <" in message and "ConnectError" in message
+    report: IngestReport = err.value.report
+    assert report.all_failed
+    health = con.execute(
+        "SELECT feed_name, http_status, error IS NOT NULL FROM feed_fetches ORDER BY feed_name"
+    ).fetchall()
+    assert health == [("Down", None, True), ("Missing", 404, True), ("Page", 200, True)]
+    assert con.execute("SELECT count(*) FROM raw_articles").fetchall() == [(0,)]
+
+
+def test_disabled_feeds_are_not_fetched(
+    con: duckdb.DuckDBPyConnection, settings: Settings, local_server: LocalServer
+) -> None:
+    local_server.routes["/a.xml"] = static(three_items(), RSS)
+    local_server.routes["/off.xml"] = static(three_items(), RSS)
+    report = ingest(
+        con,
+        [Feed("A", local_server.url("/a.xml")), Feed("Off", local_server.url("/off.xml"), enabled=False)],
+        settings,
+    )
+    assert [r.feed.name for r in report.results] == ["A"]
+    assert local_server.hits("/off.xml") == 0
+
+
+def test_local_files_are_read_from_disk_and_skipped_when_unchanged(
+    con: duckdb.DuckDBPyConnection, settings: Settings, tmp_path: Path
+) -> None:
+    path = tmp_path / "feed.xml"
+    path.write_text(three_items())
+    size = path.stat().st_size
+    feeds = [Feed("Local", path.as_uri(), language="de")]
+
+    first = ingest(con, feeds, settings)
+    second = ingest(con, feeds, settings)
+    path.write_text(three_items("Changed on disk"))
+    third = ingest(con, feeds, settings)
+
+    assert (first.new, first.results[0].http_status, first.results[0].bytes) == (3, None, size)
+    assert second.results[0].not_modified and second.results[0].items_seen == 0
+    assert third.updated == 1
+    assert {r[0] for r in con.execute("SELECT language FROM raw_articles").fetchall()} == {
+        "de"
+    }  # the file's wins
+
+
+def test_missing_local_file_is_a_feed_error(
+    con: duckdb.DuckDBPyConnection, settings: Settings, tmp_path: Path
+) -> None:
+    good = tmp_path / "good.xml"
+    good.write_text(three_items())
+    report = ingest(
+        con, [Feed("Gone", (tmp_path / "gone.xml").as_uri()), Feed("Good", good.as_uri())], settings
+    )
+    assert report.results[0].error is not None and "no such file" in report.results[0].error
+    assert report.new == 3
+
+
+def test_date_rules_missing_far_future_and_a_late_real_date(
+    con: duckdb.DuckDBPyConnection, settings: Settings, local_server: LocalServer
+) -> None:
+    future = (datetime.now() + timedelta(days=30)).strftime("%a, %d %b %Y %H:%M:%S +0000")
+    near = datetime.now().replace(microsecond=0) + timedelta(hours=2)
+    local_server.routes["/a.xml"] = static(
+        rss(
+            item("No date", "https://d.example.com/none", pub=None),
+            item("Far future", "https://d.example.com/future", pub=future),
+            item("Epoch", "https://d.example.com/epoch", pub="Thu, 01 Jan 1970 00:00:00 +0000"),
+            item(
+                "Clock skew", "https://d.example.com/near", pub=near.strftime("%a, %d %b %Y %H:%M:%S +0000")
+            ),
+        ),
+        RSS,
+    )
+    feeds = [Feed("A", local_server.url("/a.xml"))]
+    ingest(con, feeds, settings)
+    (fetched_at,) = {
+        r[0].replace(microsecond=0) for r in con.execute("SELECT fetched_at FROM raw_articles").fetchall()
+    }
+    for url in ("https://d.example.com/none", "https://d.example.com/future", "https://d.example.com/epoch"):
+        row = article(con, url)
+        assert (row["published_at"], row["date_inferred"]) == (fetched_at, True), url
+    near_row = article(con, "https://d.example.com/near")
+    assert (near_row["published_at"], near_row["date_inferred"]) == (near, False)  # within a day: believed
+
+    # An inferred date stays put on later runs, until the feed gives a real one.
+    ingest(con, feeds, settings)
+    assert article(con, "https://d.example.com/none")["published_at"] == fetched_at
+    local_server.routes["/a.xml"] = static(
+        rss(item("No date", "https://d.example.com/none", pub="Tue, 04 Mar 2025 05:06:07 +0000")), RSS
+    )
+    report = ingest(con, feeds, settings)
+    row = article(con, "https://d.example.com/none")
+    assert (row["published_at"], row["date_inferred"], report.updated) == (
+        datetime(2025, 3, 4, 5, 6, 7),
+        False,
+        1,
+    )
+
+
+@pytest.mark.parametrize("limit", [3, 10])  # 10: three connection pools of 4 and still at most 10 at once
+def test_fetching_is_concurrent_but_bounded(
+    con: duckdb.DuckDBPyConnection, settings: Settings, local_server: LocalServer, limit: int
+) -> None:
+    cond = threading.Condition()
+    state = {"now": 0, "max": 0, "started": 0}
+    body = three_items().encode()
+
+    def slow(req: RequestHandler) -> Reply:
+        with cond:
+            state["now"] += 1
+            state["started"] += 1
+            state["max"] = max(state["max"], state["now"])
+            cond.notify_all()
+            # The first `limit` requests wait for each other (so that a loaded machine cannot hide the
+            # concurrency); the client must never let more than `limit` in at once.
+            if state["started"] <= limit:
+                cond.wait_for(lambda: state["now"] >= limit, timeout=3)
+        time.sleep(0.1)
+        with cond:
+            state["now"] -= 1
+        return Reply(200, body, {"Content-Type": RSS})
+
+    n = limit + 5
+    for i in range(n):
+        local_server.routes[f"/{i}.xml"] = slow
+    feeds = [Feed(f"F{i}", local_server.url(f"/{i}.xml")) for i in range(n)]
+    t0 = time.perf_counter()
+    report = ingest(con, feeds, settings.model_copy(update={"fetch_concurrency": limit}))
+    elapsed = time.perf_counter() - t0
+    assert not report.failed
+    assert state["max"] == limit
+    assert elapsed < 3  # all released together, not one after another
+
+
+def test_validators_are_kept_only_after_a_good_parse(
+    con: duckdb.DuckDBPyConnection, settings: Settings, local_server: LocalServer
+) -> None:
+    local_server.routes["/a.xml"] = conditional("<html><body>maintenance</body></html>", etag='"same"')
+    feeds = [Feed("A", local_server.url("/a.xml"))]
+    with pytest.raises(AllFeedsFailed):
+        ingest(con, feeds, settings)
+    local_server.routes["/a.xml"] = conditional(three_items(), etag='"same"')  # a server that reuses its ETag
+    report = ingest(con, feeds, settings)
+    assert "if-none-match" not in local_server.seen[-1].headers
+    assert (report.results[0].http_status, report.new) == (200, 3)
