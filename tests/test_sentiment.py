@@ -1,0 +1,144 @@
+"""The sentiment model: the real shipped weights, built offline from the base package plus the delta."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from models.sentiment import ModelLoadError, Prediction, SentimentModel, article_text, build_model, load_model
+from models.sentiment.data import cryptolin_splits
+from models.sentiment.delta import CONFIG_FILE, DELTA_FILE, WEIGHTS_DIR
+from tests.conftest import SHARED_SENTIMENT
+
+CRYPTOLIN = SHARED_SENTIMENT / "cryptolin" / "train.csv"
+
+
+@pytest.fixture(scope="module")
+def model() -> SentimentModel:
+    return load_model()
+
+
+def test_loads_offline_from_package_and_delta(model: SentimentModel) -> None:
+    assert os.environ["HF_HUB_OFFLINE"] == "1"
+    assert load_model() is model  # once per process
+    assert len(model.version) == 12 and int(model.version, 16) >= 0
+    assert model.labels == ("negative", "neutral", "positive")
+
+
+@pytest.mark.parametrize(
+    ("text", "label"),
+    [
+        ("Bitcoin soars to a new all-time high as institutional investors pile in", "positive"),
+        ("Coinbase reports record quarterly profit as trading volume jumps", "positive"),
+        ("Crypto exchange hacked, $200 million in user funds stolen", "negative"),
+        ("Bitcoin crashes 30% as panic selling wipes out billions", "negative"),
+    ],
+)
+def test_clear_headlines_get_the_right_label(model: SentimentModel, text: str, label: str) -> None:
+    (p,) = model.predict([text])
+    assert p.label == label, p
+    assert (p.score > 0.3) if label == "positive" else (p.score < -0.3)
+
+
+def test_prediction_fields_are_consistent(model: SentimentModel) -> None:
+    texts = [e.text for e in cryptolin_splits(CRYPTOLIN)[1][:50]]
+    for p in model.predict(texts):
+        assert isinstance(p, Prediction)
+        assert abs(p.p_negative + p.p_neutral + p.p_positive - 1) < 1e-5
+        assert -1 <= p.score <= 1 and abs(p.score - (p.p_positive - p.p_negative)) < 2e-6
+        probs = {"negative": p.p_negative, "neutral": p.p_neutral, "positive": p.p_positive}
+        assert probs[p.label] == max(probs.values())
+
+
+def test_batch_and_single_predictions_agree(model: SentimentModel) -> None:
+    valid = cryptolin_splits(CRYPTOLIN)[1]
+    texts = [e.text for e in valid[:40]] + ["", "Bitcoin " * 100]  # mixed lengths, an empty and a truncated one
+    batched = model.predict(texts)
+    alone = [model.predict([t])[0] for t in texts]
+    assert [p.label for p in batched] == [p.label for p in alone]
+    for b, a in zip(batched, alone, strict=True):
+        for field in ("score", "p_negative", "p_neutral", "p_positive"):
+            assert abs(getattr(b, field) - getattr(a, field)) <= 1e-4, (b, a)
+    assert model.predict(list(reversed(texts))) == list(reversed(batched))  # same batch → identical results
+
+
+def test_empty_and_whitespace_text_is_neutral_zero(model: SentimentModel) -> None:
+    out = model.predict(["", "   \n\t", "Bitcoin crashes 30% as panic selling wipes out billions"])
+    assert out[0] == out[1] == Prediction("neutral", 0.0, 0.0, 1.0, 0.0)
+    assert out[2].label == "negative"
+    assert model.predict([]) == []
+
+
+def test_version_is_stable_across_loads(model: SentimentModel) -> None:
+    again = build_model(threads=1)
+    assert again.version == model.version
+    config = json.loads((WEIGHTS_DIR / CONFIG_FILE).read_text())
+    assert (WEIGHTS_DIR / DELTA_FILE).stat().st_size == config["delta"]["bytes"] <= 25_000_000
+
+
+def test_missing_delta_raises_a_clear_error(tmp_path: Path) -> None:
+    shutil.copytree(WEIGHTS_DIR, tmp_path / "w")
+    (tmp_path / "w" / DELTA_FILE).unlink()
+    with pytest.raises(ModelLoadError, match=r"missing.*python -m models\.train"):
+        build_model(tmp_path / "w")
+
+
+def test_corrupt_delta_fails_the_checksum(tmp_path: Path) -> None:
+    shutil.copytree(WEIGHTS_DIR, tmp_path / "w")
+    path = tmp_path / "w" / DELTA_FILE
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(ModelLoadError, match="checksum mismatch"):
+        build_model(tmp_path / "w")
+
+
+def test_article_text_uses_title_and_start_of_summary() -> None:
+    assert article_text("Bitcoin jumps", "") == "Bitcoin jumps"
+    assert article_text("Bitcoin jumps", "<p>Price rose &amp; volume\n grew.</p>") == "Bitcoin jumps. Price rose & volume grew."
+    assert article_text("Bitcoin jumps", "Bitcoin jumps - Price rose") == "Bitcoin jumps. Price rose"
+    long = article_text("T", "word " * 500)
+    assert long.startswith("T. word") and len(long) < 320
+
+
+def _write_csv(path: Path, rows: list[tuple[str, str]]) -> None:
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["text", "label"])
+        writer.writerows(rows)
+
+
+def _cli():
+    from pipeline.cli import app
+
+    return app
+
+
+def test_eval_command_on_a_small_csv(tmp_path: Path) -> None:
+    rows = [(e.text, e.label) for e in cryptolin_splits(CRYPTOLIN)[1][:30]] + [("  ", "neutral")]
+    _write_csv(tmp_path / "small.csv", rows)
+    result = CliRunner().invoke(_cli(), ["sentiment", "eval", "--data", str(tmp_path / "small.csv"), "--json"])
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.output)
+    assert figures["rows"] == 31 and figures["empty_texts"] == 1 and figures["rows_seen_in_training"] == 0
+    m = figures["model"]
+    assert sum(map(sum, m["confusion"])) == 31 and 0 <= m["macro_f1"] <= 1 and m["texts_per_second"] > 0
+    assert m["version"] == load_model().version
+    assert set(figures["baselines"]) == {"vader", "lr_frozen_embeddings"}
+
+    text = CliRunner().invoke(_cli(), ["sentiment", "eval", "--data", str(tmp_path / "small.csv"), "--no-baselines"])
+    assert text.exit_code == 0, text.output
+    assert "macro-F1" in text.output and "confusion" in text.output and "texts/s" in text.output
+
+
+def test_eval_command_rejects_a_csv_without_labels(tmp_path: Path) -> None:
+    (tmp_path / "bad.csv").write_text("headline,sentiment\nBitcoin up,positive\n", encoding="utf-8")
+    result = CliRunner().invoke(_cli(), ["sentiment", "eval", "--data", str(tmp_path / "bad.csv")])
+    assert result.exit_code != 0
+    assert "missing column(s) label, text" in result.output
