@@ -1,0 +1,55 @@
+"""HTML-to-PDF component: ``GET|POST /api/html-to-pdf/{accessKey}`` rendered by a warm Chromium pool."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from starlette.routing import BaseRoute, Route
+
+from api.pdf.endpoint import PATH, PdfEndpoint
+from api.pdf.pool import BrowserPool
+from api.pdf.ssrf import Policy
+
+log = logging.getLogger("cryptowire.pdf")
+
+
+def routes(state: Any) -> list[BaseRoute]:
+    return [Route(PATH, PdfEndpoint(state).handle, methods=["GET", "POST"])]
+
+
+async def startup(state: Any) -> None:
+    s = state.settings
+    policy = Policy(s.pdf_allow_hosts)  # a bad allow entry stops the server here
+    state.extras["pdf_policy"] = policy
+    pool = BrowserPool(
+        s.chromium_path,
+        policy,
+        concurrency=s.pdf_concurrency,
+        queue=s.pdf_queue,
+        restart_every=s.pdf_restart_every,
+        max_pss_mb=s.pdf_max_memory_mb,
+    )
+    state.extras["pdf_pool"] = pool
+    if s.pdf_prewarm:
+        # Launch in the background: the server answers at once; the first PDF request waits for the launch.
+        state.extras["pdf_warmup"] = asyncio.get_running_loop().create_task(_warm(pool))
+
+
+async def _warm(pool: BrowserPool) -> None:
+    try:
+        await pool.start()
+    except Exception:
+        log.exception("chromium did not start; PDF requests will retry the launch")
+
+
+async def shutdown(state: Any) -> None:
+    task = state.extras.pop("pdf_warmup", None)
+    if task is not None:  # let a launch in progress finish, so that close() can stop what it started
+        with contextlib.suppress(BaseException):
+            await asyncio.wait_for(task, 30)
+    pool = state.extras.pop("pdf_pool", None)
+    if pool is not None:
+        await pool.close()

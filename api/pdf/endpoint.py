@@ -1,0 +1,111 @@
+"""``GET|POST /api/html-to-pdf/{accessKey}``: authenticate, validate, check the destination, charge, render."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from api.access import Caller, Charge
+from api.errors import ApiError
+from api.pdf.filename import content_disposition
+from api.pdf.params import PdfParams, parse_params
+from api.pdf.pool import BrowserPool
+from api.pdf.render import render
+from api.pdf.ssrf import Policy
+
+log = logging.getLogger("cryptowire.pdf")
+
+PATH = "/api/html-to-pdf/{accessKey}"
+MAX_BODY = 16 * 1024
+COST = 20_000  # compute units per conversion
+
+
+async def read_raw(request: Request) -> dict[str, Any]:
+    """The raw parameters: the query string on GET, the JSON object body on POST."""
+    if request.method == "GET":
+        raw: dict[str, Any] = {}
+        for k, v in request.query_params.multi_items():
+            if k in raw:
+                raise ApiError(400, "INVALID_PARAMETER", f"`{k}` is given more than once; give it once")
+            raw[k] = v
+        return raw
+    if request.query_params:
+        raise ApiError(400, "INVALID_PARAMETER", "on POST send every parameter in the JSON body, not the query string")
+    ctype = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if ctype != "application/json":
+        raise ApiError(
+            415, "UNSUPPORTED_MEDIA_TYPE",
+            f"POST bodies must be JSON: send Content-Type: application/json (got {ctype or 'none'!r})",
+        )
+    too_big = ApiError(413, "BODY_TOO_LARGE", f"the request body is larger than {MAX_BODY} bytes")
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY:
+        raise too_big
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_BODY:
+            raise too_big
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise ApiError(400, "INVALID_JSON", "the body is not valid JSON; send an object like {\"url\": \"https://…\"}") \
+            from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "INVALID_JSON", "the body must be a JSON object like {\"url\": \"https://…\"}")
+    return data
+
+
+class PdfEndpoint:
+    def __init__(self, state: Any) -> None:
+        self.state = state
+
+    @property
+    def pool(self) -> BrowserPool:
+        return self.state.extras["pdf_pool"]
+
+    @property
+    def policy(self) -> Policy:
+        return self.state.extras["pdf_policy"]
+
+    async def handle(self, request: Request) -> Response:
+        access = self.state.access
+        loop = asyncio.get_running_loop()
+        caller: Caller | None = None
+        charge: Charge | None = None
+        try:
+            caller = await access.check(request.path_params["accessKey"], "pdf")
+            params: PdfParams = parse_params(await read_raw(request), self.state.settings.pdf_timeout_ms)
+            deadline = loop.time() + params.timeout_ms / 1000
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await self.policy.pin(params.url)  # 403 / 502 (DNS) before anything is charged
+            except TimeoutError:
+                raise ApiError(502, "DNS_FAILURE", f"resolving {params.url.host!r} took too long") from None
+            charge = await access.reserve(caller, COST)
+            result = await render(self.pool, self.policy, params, deadline)
+        except ApiError as exc:
+            if charge is not None:
+                await access.refund(charge)
+            return exc.rest_response(access.headers(caller, None))  # refunded: nothing charged
+        except Exception:
+            log.exception("pdf: unexpected failure")
+            if charge is not None:
+                await access.refund(charge)
+            err = ApiError(500, "INTERNAL", "the PDF could not be produced because of an internal error; retry")
+            return err.rest_response(access.headers(caller, None))
+        disposition, _name = content_disposition(params.disposition, params.filename, params.url.host)
+        headers = {
+            **access.headers(caller, charge),
+            "Content-Disposition": disposition,
+            "Cache-Control": "no-store",
+            "X-Content-Type-Options": "nosniff",
+            "X-PDF-Blocked-Requests": str(len(result.blocked)),
+            "Server-Timing": result.server_timing(),
+        }
+        return Response(result.pdf, media_type="application/pdf", headers=headers)

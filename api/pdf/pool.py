@@ -1,0 +1,408 @@
+"""A warm Chromium per worker process: bounded concurrency, a bounded queue, restarts that never block requests.
+
+One browser serves every render through a fresh context each. The browser is retired (a new one takes new
+requests, the old one closes once its pages finish) after ``restart_every`` conversions, above ``max_pss_mb`` of
+memory, and replaced at once when it crashes or is killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import os
+import socket
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from api.errors import ApiError
+from api.pdf import procmem
+from api.pdf.egress import EgressProxy
+from api.pdf.ssrf import Policy
+
+log = logging.getLogger("cryptowire.pdf")
+
+BASE_ARGS = (
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+    "--disable-extensions",
+    "--disable-default-apps",
+    "--mute-audio",
+    # New-headless Chromium opens WebUI omnibox popups (one renderer process each) for every page, and keeps a
+    # spare renderer that a fresh context can never use: together they doubled the CPU cost of a conversion.
+    "--disable-features=WebUIOmniboxPopup,WebUIOmniboxFullPopup,OmniboxFullPopup,WebUIOmniboxAimPopup,"
+    "SpareRendererForSitePerProcess",
+    # Pages reach the network only through the egress proxy, set on each context; the browser's own traffic
+    # (update checks, sign-in probes) goes to a dead proxy set at launch. Loopback is not exempt, Chromium
+    # resolves no names itself (SOCKS5 hands them to the proxy), WebRTC may not send UDP around the proxy.
+    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+    "--proxy-bypass-list=<-loopback>",
+    "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
+    "--webrtc-ip-handling-policy=disable_non_proxied_udp",
+)
+MEMORY_CHECK_EVERY = 5  # conversions between memory readings (a reading walks /proc)
+MAX_SPARES = 4
+USER_AGENT = (
+    "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 Safari/537.36 "
+    "cryptowire-pdf/0.1"
+)
+
+
+class TabHandler(Protocol):
+    async def on_route(self, route: Any) -> None: ...
+    async def on_websocket(self, ws: Any) -> None: ...
+    def on_crash(self) -> None: ...
+
+
+@dataclass(eq=False)
+class Tab:
+    """A fresh context with one page, used by exactly one request and then closed.
+
+    Interception is installed before the page exists; the request's handler is attached when it takes the tab.
+    Until then every request is refused (an unused about:blank page makes none).
+    """
+
+    context: Any
+    page: Any = None
+    handler: TabHandler | None = None
+
+    async def route(self, route: Any) -> None:
+        if self.handler is None:
+            await route.abort("blockedbyclient")
+        else:
+            await self.handler.on_route(route)
+
+    async def websocket(self, ws: Any) -> None:
+        if self.handler is None:
+            await ws.close(code=1008, reason="blocked")
+        else:
+            await self.handler.on_websocket(ws)
+
+    def crash(self, _page: Any) -> None:
+        if self.handler is not None:
+            self.handler.on_crash()
+
+
+async def _dismiss(dialog: Any) -> None:
+    try:
+        await dialog.dismiss()
+    except Exception:  # the page went away first
+        pass
+
+
+@dataclass(eq=False)  # identity semantics: kept in sets
+class Browser:
+    """One launched browser and its bookkeeping."""
+
+    browser: Any  # playwright.async_api.Browser
+    pid: int | None
+    generation: int
+    conversions: int = 0
+    inflight: int = 0
+    retiring: bool = False
+    crashed: bool = False
+    closed: bool = field(default=False, repr=False)
+    spares: list[Tab] = field(default_factory=list, repr=False)
+    making: int = 0  # spares being made
+
+    @property
+    def alive(self) -> bool:
+        return not self.crashed and self.browser.is_connected()
+
+
+class BrowserPool:
+    def __init__(
+        self,
+        chromium_path: Path,
+        policy: Policy | None = None,
+        concurrency: int = 0,
+        queue: int = 16,
+        restart_every: int = 200,
+        max_pss_mb: int = 1024,
+        spares: int | None = None,
+        memory_check_every: int = MEMORY_CHECK_EVERY,
+    ) -> None:
+        self.chromium_path = chromium_path
+        self.concurrency = concurrency or os.cpu_count() or 1
+        self.queue = max(0, queue)
+        self.restart_every = restart_every
+        self.max_pss_mb = max_pss_mb
+        self.memory_check_every = max(1, memory_check_every)
+        # Pages made ahead of requests take the renderer start (about half a conversion) off the critical path.
+        self.spares = min(self.concurrency, MAX_SPARES) if spares is None else spares
+        self._active = 0
+        self._waiting = 0
+        self._sem = asyncio.Semaphore(self.concurrency)
+        self._lock = asyncio.Lock()
+        self._current: Browser | None = None
+        self._old: set[Browser] = set()
+        self._playwright: Any = None
+        self._pw_cm: Any = None
+        self._generation = 0
+        self._closing = False
+        self._render_seconds = 1.0  # moving average, for Retry-After
+        self.egress = EgressProxy(policy or Policy())
+        self._dead = socket.socket()  # bound, never listening: a proxy address that refuses every connection
+        self._dead.bind(("127.0.0.1", 0))
+        self.stats: dict[str, int] = {"conversions": 0, "launches": 0, "restarts": 0, "crashes": 0, "rejected": 0}
+
+    # --- lifecycle -------------------------------------------------------------
+    async def start(self) -> None:
+        async with self._lock:
+            await self._ensure()
+
+    async def close(self) -> None:
+        self._closing = True
+        async with self._lock:
+            browsers = [b for b in (self._current, *self._old) if b is not None]
+            self._current = None
+            self._old.clear()
+            for b in browsers:
+                await self._close_browser(b)
+            if self._pw_cm is not None:
+                try:
+                    await self._pw_cm.__aexit__(None, None, None)
+                except Exception:  # the driver may already be gone
+                    log.warning("playwright driver did not stop cleanly", exc_info=True)
+                self._pw_cm = self._playwright = None
+            await self.egress.close()
+        self._dead.close()
+
+    async def _launch(self) -> Browser:
+        from playwright.async_api import async_playwright  # lazy: the API starts without loading playwright
+
+        if self.egress.server is None:
+            await self.egress.start()
+        if self._playwright is None:
+            self._pw_cm = async_playwright()
+            self._playwright = await self._pw_cm.__aenter__()
+        marker = f"--cryptowire-pdf-pool={uuid.uuid4().hex}"  # finds the browser's pid in /proc
+        args = [*BASE_ARGS, f"--proxy-server=socks5://127.0.0.1:{self._dead.getsockname()[1]}", marker]
+        browser = await self._playwright.chromium.launch(
+            executable_path=str(self.chromium_path), args=args, headless=True, handle_sigint=False,
+            handle_sigterm=False, handle_sighup=False,
+        )
+        self._generation += 1
+        handle = Browser(browser=browser, pid=procmem.find_by_arg(marker), generation=self._generation)
+        browser.on("disconnected", lambda _b: self._on_disconnected(handle))
+        self.stats["launches"] += 1
+        log.info("chromium started (generation %d, pid %s)", handle.generation, handle.pid)
+        return handle
+
+    async def _ensure(self) -> Browser:
+        """The current browser, launched if there is none (call with ``_lock`` held)."""
+        cur = self._current
+        if cur is not None and cur.alive and not cur.retiring:
+            return cur
+        if cur is not None:
+            self._retire(cur, "crashed" if not cur.alive else "retired")
+        try:
+            self._current = await self._launch()
+            self._refill(self._current)
+        except Exception as exc:
+            log.exception("chromium failed to start")
+            await self._reset_driver()
+            raise ApiError(
+                503, "RENDERER_UNAVAILABLE", f"the PDF renderer could not start ({exc}); retry shortly",
+                headers={"Retry-After": "5"},
+            ) from None
+        return self._current
+
+    async def _reset_driver(self) -> None:
+        if self._pw_cm is not None:
+            try:
+                await self._pw_cm.__aexit__(None, None, None)
+            except Exception:
+                pass
+        self._pw_cm = self._playwright = None
+
+    def _on_disconnected(self, handle: Browser) -> None:
+        if handle.closed or self._closing:
+            return
+        handle.crashed = True
+        self.stats["crashes"] += 1
+        log.warning("chromium generation %d disconnected (crash or kill); the next request starts a new one",
+                    handle.generation)
+        if self._current is handle:
+            self._current = None
+
+    def _retire(self, handle: Browser, why: str) -> None:
+        if handle is self._current:
+            self._current = None
+        if handle.closed:
+            return
+        handle.retiring = True
+        if why == "retired":
+            self.stats["restarts"] += 1
+        log.info("chromium generation %d %s after %d conversions", handle.generation, why, handle.conversions)
+        if handle.inflight == 0:
+            asyncio.get_running_loop().create_task(self._close_browser(handle))
+        else:
+            self._old.add(handle)
+
+    async def _close_browser(self, handle: Browser) -> None:
+        if handle.closed:
+            return
+        handle.closed = True
+        self._old.discard(handle)
+        try:
+            async with asyncio.timeout(10):
+                await handle.browser.close()
+        except Exception:
+            log.warning("chromium generation %d did not close cleanly", handle.generation)
+            if handle.pid:
+                try:
+                    os.kill(handle.pid, 9)
+                except OSError:
+                    pass
+
+    # --- tabs --------------------------------------------------------------------
+    async def new_tab(self, handle: Browser) -> Tab:
+        """A never-used context and page in ``handle`` (a spare if one is ready)."""
+        tab = handle.spares.pop() if handle.spares else await self._make_tab(handle)
+        self._refill(handle)
+        return tab
+
+    def context_options(self) -> dict[str, Any]:
+        """Options of every context: its traffic goes through the egress proxy, downloads and workers off."""
+        return {
+            "accept_downloads": False,
+            "service_workers": "block",
+            "java_script_enabled": True,
+            "viewport": {"width": 1280, "height": 900},
+            "user_agent": USER_AGENT,
+            "proxy": {"server": self.egress.url, "bypass": "<-loopback>"},
+        }
+
+    async def _make_tab(self, handle: Browser) -> Tab:
+        context = await handle.browser.new_context(**self.context_options())
+        tab = Tab(context)
+        try:
+            await context.route("**/*", tab.route)
+            await context.route_web_socket(lambda _url: True, tab.websocket)
+            page = await context.new_page()
+        except BaseException:
+            await _close_quietly(context)
+            raise
+        page.on("dialog", lambda d: asyncio.ensure_future(_dismiss(d)))
+        page.on("crash", tab.crash)
+        tab.page = page
+        return tab
+
+    def _refill(self, handle: Browser) -> None:
+        loop = asyncio.get_running_loop()
+        while handle.alive and not handle.retiring and len(handle.spares) + handle.making < self.spares:
+            handle.making += 1
+            loop.create_task(self._make_spare(handle))
+
+    async def _make_spare(self, handle: Browser) -> None:
+        try:
+            tab = await self._make_tab(handle)
+        except Exception as exc:  # the browser went away meanwhile
+            log.debug("pdf: no spare page: %s", exc)
+            return
+        finally:
+            handle.making -= 1
+        if handle.alive and not handle.retiring and not handle.closed:
+            handle.spares.append(tab)
+        else:
+            await _close_quietly(tab.context)
+
+    # --- requests --------------------------------------------------------------
+    def busy(self) -> ApiError:
+        self.stats["rejected"] += 1
+        wait = math.ceil(self._render_seconds * (self._waiting + 1) / self.concurrency)
+        return ApiError(
+            503, "BUSY",
+            f"all {self.concurrency} renderers are busy and {self._waiting} requests are waiting; "
+            "retry after the number of seconds in Retry-After",
+            headers={"Retry-After": str(max(1, wait))},
+        )
+
+    @asynccontextmanager
+    async def slot(self, deadline: float) -> AsyncIterator[Browser]:
+        """Wait (until ``deadline``, loop time) for a free renderer and yield the browser to render in."""
+        if self._active >= self.concurrency and self._waiting >= self.queue:
+            raise self.busy()
+        self._waiting += 1
+        try:
+            async with asyncio.timeout_at(deadline):
+                await self._sem.acquire()
+        except TimeoutError:
+            raise self.busy() from None
+        finally:
+            self._waiting -= 1
+        self._active += 1
+        started = time.monotonic()
+        handle: Browser | None = None
+        try:
+            async with self._lock:
+                handle = await self._ensure()
+            handle.inflight += 1
+            yield handle
+        finally:
+            self._active -= 1
+            self._sem.release()
+            if handle is not None:
+                handle.inflight -= 1
+                self._done(handle, time.monotonic() - started)
+
+    def _done(self, handle: Browser, seconds: float) -> None:
+        self._render_seconds = 0.8 * self._render_seconds + 0.2 * seconds
+        handle.conversions += 1
+        self.stats["conversions"] += 1
+        if handle.retiring or not handle.alive:
+            if handle.inflight == 0 and not handle.closed:
+                asyncio.get_running_loop().create_task(self._close_browser(handle))
+            return
+        if self.restart_every and handle.conversions >= self.restart_every:
+            self._retire(handle, "retired")
+        elif handle.pid and handle.conversions % self.memory_check_every == 0:
+            pss = procmem.tree_memory_mb(handle.pid)["pss_mb"]
+            if pss > self.max_pss_mb:
+                log.info("chromium uses %.0f MB (limit %d MB)", pss, self.max_pss_mb)
+                self._retire(handle, "retired")
+
+    def retire(self, handle: Browser) -> None:
+        """Make the next request use a new browser (e.g. after a context failed to close)."""
+        if not handle.retiring and not handle.closed:
+            self._retire(handle, "retired")
+
+    # --- introspection (tests, benchmark, health) -------------------------------
+    def browser_pid(self) -> int | None:
+        return self._current.pid if self._current is not None and self._current.alive else None
+
+    def info(self) -> dict[str, Any]:
+        cur = self._current
+        mem = procmem.tree_memory_mb(cur.pid) if cur is not None and cur.pid else None
+        return {
+            **self.stats,
+            "concurrency": self.concurrency,
+            "queue": self.queue,
+            "active": self._active,
+            "waiting": self._waiting,
+            "generation": cur.generation if cur else None,
+            "browser_pid": cur.pid if cur else None,
+            "browser_memory": mem,
+            "spares": len(cur.spares) if cur else 0,
+            "egress": dict(self.egress.stats),
+        }
+
+
+async def _close_quietly(context: Any) -> None:
+    try:
+        async with asyncio.timeout(5):
+            await context.close()
+    except Exception:
+        pass

@@ -1,0 +1,281 @@
+"""One conversion: fetch the page under the policy, render it in a fresh context, print it to PDF.
+
+The main document is fetched here first (redirects followed hop by hop under the policy, each hop resolved once
+and connected to the checked address), so an upstream error or a blocked redirect is answered without touching
+the browser; the page then navigates to the final URL and gets that document from the interceptor, so relative
+links resolve against the right base. Every other request the page makes (subresources, frames, fetch/XHR,
+navigations, popups) is intercepted at the context and checked: refused ones are aborted (and counted), allowed
+ones continue through the egress proxy (``egress.py``), which checks and pins every connection Chromium opens.
+Websockets are refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from api.errors import ApiError
+from api.pdf.fetch import HOP_BY_HOP, Budget, Fetched, Fetcher
+from api.pdf.params import PdfParams
+from api.pdf.pool import USER_AGENT, Browser, BrowserPool, Tab
+from api.pdf.ssrf import BadUrl, Blocked, Policy, parse_url
+
+log = logging.getLogger("cryptowire.pdf")
+
+ACCEPT_HTML = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+# Response headers not handed to Chromium for the main document: it must render, not download.
+MAIN_DROP = HOP_BY_HOP | {"content-disposition"}
+
+
+class Crashed(Exception):
+    """The browser went away during the render (crash or kill)."""
+
+
+@dataclass
+class Rendered:
+    pdf: bytes
+    final_url: str
+    upstream_status: int
+    blocked: list[str] = field(default_factory=list)
+    requests: int = 0
+    timings: dict[str, float] = field(default_factory=dict)  # stage -> milliseconds, for Server-Timing
+
+    def server_timing(self) -> str:
+        return ", ".join(f"{k};dur={v:.0f}" for k, v in self.timings.items())
+
+
+def upstream_error(fetched: Fetched) -> ApiError:
+    reason = f" {fetched.reason}" if fetched.reason else ""
+    return ApiError(
+        502,
+        "UPSTREAM_STATUS",
+        f"the page {fetched.url.url} answered HTTP {fetched.status}{reason}; only pages answering below 400 "
+        "are rendered",
+        headers={"X-Upstream-Status": str(fetched.status)},
+    )
+
+
+def deadline_error(params: PdfParams, stage: str) -> ApiError:
+    return ApiError(
+        504,
+        "DEADLINE_EXCEEDED",
+        f"the page did not finish within timeoutMs={params.timeout_ms} ({stage}); raise timeoutMs "
+        "(at most 60000), or use waitUntil=load / domcontentloaded for pages that never go idle",
+    )
+
+
+def _fulfil_headers(headers: list[tuple[str, str]], drop: set[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for k, v in headers:
+        if k in drop:
+            continue
+        sep = "\n" if k == "set-cookie" else ", "
+        out[k] = f"{out[k]}{sep}{v}" if k in out else v
+    return out
+
+
+async def render(pool: BrowserPool, policy: Policy, params: PdfParams, deadline: float) -> Rendered:
+    """Render ``params.url``; ``deadline`` is event-loop time. Raises ApiError (502/503/504...)."""
+    loop = asyncio.get_running_loop()
+    fetcher = Fetcher(policy, USER_AGENT, Budget())
+    timings: dict[str, float] = {}
+    mark = loop.time()
+    try:
+        try:
+            async with asyncio.timeout_at(deadline):
+                main = await fetcher.fetch(
+                    "GET", params.url, {"accept": ACCEPT_HTML}, timeout=max(0.1, deadline - loop.time())
+                )
+        except TimeoutError:
+            raise deadline_error(params, "fetching the page") from None
+        timings["fetch"] = (loop.time() - mark) * 1000
+        if main.status >= 400:
+            raise upstream_error(main)
+        for attempt in (1, 2):
+            mark = loop.time()
+            async with pool.slot(deadline) as browser:
+                timings["queue"] = (loop.time() - mark) * 1000
+                session = Session(policy, main, deadline, timings)
+                try:
+                    pdf = await session.run(pool, browser, params)
+                    return Rendered(
+                        pdf, main.url.url, main.status, session.blocked, session.requests, timings
+                    )
+                except Crashed:
+                    # The browser went down under this request (another page, or a kill): once more, on a new one.
+                    if attempt == 2 or deadline - loop.time() < 1.0:
+                        raise ApiError(
+                            502, "RENDERER_CRASHED",
+                            "the browser crashed while rendering this page; retry, and if it happens again the "
+                            "page itself crashes the browser",
+                        ) from None
+                    log.warning("chromium crashed during a render; retrying once on a new browser")
+        raise AssertionError("unreachable")
+    finally:
+        await fetcher.aclose()
+
+
+class Session:
+    """The interception handler of one render, attached to the tab it uses."""
+
+    def __init__(self, policy: Policy, main: Fetched, deadline: float, timings: dict[str, float]) -> None:
+        self.policy = policy
+        self._checked: dict[tuple[str, int], ApiError | None] = {}
+        self.requests = 0
+        self.timings = timings
+        self.main = main
+        self.deadline = deadline
+        self.blocked: list[str] = []
+        self.page: Any = None
+        self.main_served = False
+        self.page_crashed = False
+        self.navigated_away: str | None = None  # set when the page tried to replace itself with a blocked URL
+        self.stage = "opening a page"
+        self._handlers: set[asyncio.Task[Any]] = set()
+
+    def remaining(self) -> float:
+        return max(0.05, self.deadline - asyncio.get_running_loop().time())
+
+    def _lap(self, name: str) -> None:
+        now = asyncio.get_running_loop().time()
+        self.timings[name] = (now - self._mark) * 1000
+        self._mark = now
+
+    async def run(self, pool: BrowserPool, browser: Browser, params: PdfParams) -> bytes:
+        tab: Tab | None = None
+        self._mark = asyncio.get_running_loop().time()
+        try:
+            async with asyncio.timeout_at(self.deadline):
+                try:
+                    tab = await pool.new_tab(browser)
+                    tab.handler = self
+                    self.page = tab.page
+                    await tab.page.emulate_media(media=params.emulate_media_type)
+                    self._lap("tab")
+                    self.stage = "loading the page"
+                    fragment = f"#{params.url.fragment}" if params.url.fragment else ""
+                    await tab.page.goto(
+                        self.main.url.url + fragment, wait_until=params.wait_until, timeout=self.remaining() * 1000
+                    )
+                    if params.wait_for_selector:
+                        self.stage = f"waiting for {params.wait_for_selector!r}"
+                        await tab.page.wait_for_selector(params.wait_for_selector, timeout=self.remaining() * 1000)
+                    self._lap("load")
+                    self.stage = "printing"
+                    pdf = await tab.page.pdf(**_pdf_options(params))
+                    self._lap("pdf")
+                    if self.navigated_away:  # the PDF would show the browser's error page, not the page
+                        raise Blocked(self.navigated_away)
+                    return pdf
+                except TimeoutError:
+                    raise
+                except Exception as exc:
+                    raise self._classify(exc, browser, params) from None
+        except TimeoutError:
+            raise deadline_error(params, self.stage) from None
+        finally:
+            for t in list(self._handlers):
+                t.cancel()
+            if tab is not None and browser.alive:
+                try:
+                    async with asyncio.timeout(5):
+                        await tab.context.close()
+                    self._lap("close")
+                except Exception:
+                    log.warning("pdf: a browser context did not close; retiring the browser")
+                    pool.retire(browser)
+
+    async def on_route(self, route: Any) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._handlers.add(task)
+        request = route.request
+        self.requests += 1
+        try:
+            if not self.main_served and request.is_navigation_request() and request.frame == self.page.main_frame:
+                self.main_served = True
+                main = self.main
+                await route.fulfill(status=main.status, headers=_fulfil_headers(main.headers, MAIN_DROP), body=main.body)
+                return
+            url = request.url
+            if not url.lower().startswith(("http://", "https://")):
+                self.blocked.append(url[:200])
+                await route.abort("blockedbyclient")
+                return
+            try:
+                await self._check(url)
+            except (Blocked, BadUrl) as exc:
+                self.blocked.append(url[:200])
+                log.info("pdf: blocked %s (%s)", url[:200], exc.message)
+                if request.is_navigation_request() and request.frame == self.page.main_frame:
+                    self.navigated_away = f"the page navigated to {url[:200]}, which is refused: {exc.message}"
+                await route.abort("blockedbyclient")
+                return
+            except ApiError as exc:
+                log.info("pdf: %s failed (%s)", url[:200], exc.message)
+                await route.abort("namenotresolved" if exc.code == "DNS_FAILURE" else "failed")
+                return
+            # Chromium fetches it natively through the egress proxy, which checks and pins the connection
+            # again (this check only refuses early, and counts): bodies never cross the driver pipe.
+            await route.continue_()
+        except Exception as exc:  # the context closed under us (deadline, crash): nothing left to answer
+            log.debug("pdf: route handler for %s ended: %s", request.url[:200], exc)
+        finally:
+            if task is not None:
+                self._handlers.discard(task)
+
+    async def _check(self, raw: str) -> None:
+        url = parse_url(raw, f"request {raw[:200]}")
+        key = (url.host, url.port)
+        if key not in self._checked:  # one lookup per host and port per render
+            try:
+                await self.policy.pin(url)
+                self._checked[key] = None
+            except ApiError as exc:
+                self._checked[key] = exc
+        if self._checked[key] is not None:
+            raise self._checked[key]
+
+    async def on_websocket(self, ws: Any) -> None:
+        self.blocked.append(ws.url[:200])
+        try:
+            await ws.close(code=1008, reason="websockets are not available while rendering PDFs")
+        except Exception:
+            pass
+
+    def on_crash(self) -> None:
+        self.page_crashed = True
+
+    def _classify(self, exc: Exception, browser: Browser, params: PdfParams) -> Exception:
+        from playwright.async_api import TimeoutError as PlaywrightTimeout
+
+        if isinstance(exc, PlaywrightTimeout):
+            return deadline_error(params, self.stage)
+        if isinstance(exc, ApiError):
+            return exc
+        if not browser.alive:
+            return Crashed()
+        if self.navigated_away:
+            return Blocked(self.navigated_away)
+        if self.page_crashed:
+            return ApiError(502, "RENDERER_CRASHED", "the page crashed the renderer (out of memory or a browser bug)")
+        text = str(exc).split("\n", 1)[0][:300]
+        if "Download is starting" in text:
+            return ApiError(502, "NOT_A_PAGE", "the URL answers with a download, not a page that can be printed")
+        log.warning("pdf: render failed while %s: %s", self.stage, text)
+        return ApiError(502, "RENDER_FAILED", f"rendering failed while {self.stage}: {text}")
+
+
+def _pdf_options(params: PdfParams) -> dict[str, Any]:
+    options: dict[str, Any] = {
+        "format": params.format,
+        "landscape": params.landscape,
+        "print_background": params.print_background,
+        "scale": params.scale,
+    }
+    if params.margin:
+        top, right, bottom, left = params.margin
+        options["margin"] = {"top": top, "right": right, "bottom": bottom, "left": left}
+    return options
