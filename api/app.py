@@ -9,16 +9,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from api.access import Access, StaticKeys
+from api.metrics import MetricsMiddleware
 from warehouse.config import Settings, get_settings
 
 # Each component module exposes ``routes(state) -> list[BaseRoute]`` and may expose async
 # ``startup(state)`` / ``shutdown(state)``. A component not written yet is skipped.
-COMPONENTS = ("api.news", "api.pdf", "api.usage")
+COMPONENTS = ("api.news", "api.pdf", "api.usage", "api.overview", "api.metrics")
 
 
 @dataclass
@@ -74,6 +76,8 @@ def create_app(settings: Settings | None = None, access: Access | None = None) -
     routes: list[Any] = [Route("/healthz", healthz)]
     for c in components:
         routes.extend(c.routes(state))
-    app = Starlette(routes=routes, lifespan=lifespan)
+    # Outermost of the app's own middleware: it times the whole request and sees the route the router chose.
+    middleware = [Middleware(MetricsMiddleware, state=state)]
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
     app.state.cw = state
     return app
