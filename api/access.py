@@ -42,7 +42,7 @@ class Access(Protocol):
 
 
 class StaticKeys:
-    """Development access: any key listed in ``CRYPTOWIRE_API_KEYS`` works, nothing is metered."""
+    """Access for tests and embedding: any of the given keys works, nothing is metered."""
 
     def __init__(self, keys: list[str]) -> None:
         self._keys = [k.encode() for k in keys if k]

@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from api.access import Access, StaticKeys
+from api.access import Access
 from api.metrics import MetricsMiddleware
 from warehouse.config import Settings, get_settings
 
@@ -31,12 +31,8 @@ class AppState:
 
 
 def default_access(settings: Settings) -> Access:
-    try:
-        from api.metering import build_access  # the metering component, when present
-    except ModuleNotFoundError as exc:
-        if exc.name != "api.metering":
-            raise
-        return StaticKeys(settings.api_keys)
+    from api.metering import build_access
+
     return build_access(settings)
 
 

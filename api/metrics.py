@@ -5,9 +5,10 @@ Each app has its own ``CollectorRegistry`` (never prometheus-client's global one
 path TEMPLATE (``/crypto-news/{accessKey}``), never by the concrete path: an access key must not reach a label,
 and concrete paths would make one time series per key. Unmatched paths share the label ``unmatched``.
 
-The hooks (``record_cu``, ``set_pdf_queue_depth``, ``inc_browser_restarts``) take no app handle: they update the
-metrics of the app whose request or lifespan is running (a context variable set by the middleware, inherited by
-tasks and worker threads started from there), else of the app started last in this process.
+Compute units are counted from each keyed response's final ``X-CU-Cost`` (a refunded request says 0), by the
+API its route charges. PDF queue depth and browser restarts are read from the PDF pool at scrape time. The
+``record_cu`` hook takes no app handle: it updates the metrics of the app whose request or lifespan is running
+(a context variable set by the middleware), else of the app started last in this process.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ class Metrics:
         self.browser_restarts = Counter(
             "cryptowire_pdf_browser_restarts", "Chromium browsers replaced (age, memory or crash).", registry=r
         )
+        self._restarts_seen = 0
         self.snapshot = SnapshotCollector(snapshots or (lambda: None))
         r.register(self.snapshot)
 
@@ -76,8 +78,20 @@ class Metrics:
         if cost > 0:
             self.cu_charged.labels(api if api in APIS else "other").inc(cost)
 
-    async def render(self, accept: str = "") -> tuple[bytes, str]:
+    def read_pdf_pool(self, pool: Any) -> None:
+        """Queue depth and browser restarts, read from the PDF pool at scrape time."""
+        if pool is None:
+            return
+        self.pdf_queue_depth.set(getattr(pool, "_waiting", 0))
+        stats = getattr(pool, "stats", {})
+        replaced = stats.get("restarts", 0) + stats.get("crashes", 0)
+        if replaced > self._restarts_seen:
+            self.browser_restarts.inc(replaced - self._restarts_seen)
+            self._restarts_seen = replaced
+
+    async def render(self, accept: str = "", pdf_pool: Any = None) -> tuple[bytes, str]:
         """The exposition (body, content type): the classic text format, or OpenMetrics when ``accept`` asks."""
+        self.read_pdf_pool(pdf_pool)
         await self.snapshot.prepare()
         encoder, content_type = choose_encoder(accept)
         return encoder(self.registry), content_type
@@ -148,18 +162,6 @@ def record_cu(api: str, cost: int) -> None:
         m.record_cu(api, cost)
 
 
-def set_pdf_queue_depth(n: int) -> None:
-    m = current()
-    if m is not None:
-        m.pdf_queue_depth.set(n)
-
-
-def inc_browser_restarts() -> None:
-    m = current()
-    if m is not None:
-        m.browser_restarts.inc()
-
-
 # --------------------------------------------------------------------------------------------- middleware
 
 
@@ -183,6 +185,10 @@ def route_template(routes: list[BaseRoute], scope: Scope) -> str | None:
             return None if rest is None else route.path + rest
         return route.path + "/{path}"
     return getattr(route, "path", None)
+
+
+# Which API a keyed route charges (its template without the trailing /{accessKey}).
+API_BY_ROUTE = {"/crypto-news": "news", "/prediction-events": "events", "/api/html-to-pdf": "pdf"}
 
 
 class MetricsMiddleware:
@@ -209,10 +215,15 @@ class MetricsMiddleware:
         root_path = scope.get("root_path", "")
         entry = dict(scope)
 
+        cu = 0
+
         async def send_wrapper(message: Any) -> None:
-            nonlocal status
+            nonlocal status, cu
             if message["type"] == "http.response.start":
                 status = int(message["status"])
+                for name, value in message.get("headers", ()):
+                    if name.lower() == b"x-cu-cost" and value.isdigit():
+                        cu = int(value)  # the final charge: a refunded request says 0
             await send(message)
 
         m = self.metrics
@@ -223,7 +234,10 @@ class MetricsMiddleware:
         finally:
             m.in_progress.dec()
             elapsed = time.perf_counter() - start
-            m.observe(self._template(scope, entry, root_path), scope.get("method", ""), status, elapsed)
+            template = self._template(scope, entry, root_path)
+            m.observe(template, scope.get("method", ""), status, elapsed)
+            if cu:
+                m.record_cu(API_BY_ROUTE.get(template.rsplit("/", 1)[0], "other"), cu)
 
     @staticmethod
     def _template(scope: Scope, entry: Scope, root_path: str) -> str:
@@ -256,7 +270,7 @@ def routes(state: Any) -> list[BaseRoute]:
     m = metrics_for(state)
 
     async def metrics_endpoint(request: Request) -> Response:
-        body, content_type = await m.render(request.headers.get("accept", ""))
+        body, content_type = await m.render(request.headers.get("accept", ""), state.extras.get("pdf_pool"))
         return Response(body, headers={"Content-Type": content_type})
 
     return [Route("/metrics", metrics_endpoint, methods=["GET"], name="metrics")]

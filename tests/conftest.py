@@ -9,6 +9,10 @@ import pytest
 from tests.support.httpserver import LocalServer
 from warehouse.config import Settings, get_settings
 
+# Apps built by tests that do not render PDFs should not start Chromium in the background; the PDF tests
+# build their settings explicitly.
+os.environ.setdefault("CRYPTOWIRE_PDF_PREWARM", "false")
+
 PROJECT = Path(__file__).resolve().parent.parent
 SHARED = (PROJECT / ".." / "shared").resolve()
 SHARED_FEEDS = SHARED / "fixtures" / "feeds"

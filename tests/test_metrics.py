@@ -139,24 +139,18 @@ def test_snapshot_age_is_computed_at_scrape_time(server: ApiServer, published: d
 
 
 def test_hooks_feed_the_running_app(server: ApiServer) -> None:
-    """Called outside any request (as a background task would), the hooks update the app started last."""
+    """Called outside any request (as a background task would), record_cu updates the app started last."""
     before = scrape(server)
     api.metrics.record_cu("news", 7)
     api.metrics.record_cu("pdf", 3)
     api.metrics.record_cu(KEY, 5)  # not an API name: counted as "other", the string itself never a label
     api.metrics.record_cu("events", 0)
-    api.metrics.set_pdf_queue_depth(4)
-    api.metrics.inc_browser_restarts()
-    api.metrics.inc_browser_restarts()
     after = scrape(server)
     cu = "cryptowire_cu_charged_total"
     assert value(after, cu, api="news") - value(before, cu, api="news") == 7
     assert value(after, cu, api="pdf") - value(before, cu, api="pdf") == 3
     assert value(after, cu, api="other") - value(before, cu, api="other") == 5
     assert value(after, cu, api="events") == value(before, cu, api="events")
-    assert value(after, "cryptowire_pdf_queue_depth") == 4
-    restarts = "cryptowire_pdf_browser_restarts_total"
-    assert value(after, restarts) - value(before, restarts) == 2
     assert KEY not in after
 
 
@@ -195,3 +189,16 @@ def test_no_snapshot_yet(tmp_path: Path) -> None:
         text = scrape(srv)
     assert value(text, "cryptowire_snapshot_loaded") == 0
     assert "cryptowire_snapshot_age_seconds" not in text
+
+
+def test_compute_units_are_counted_by_api_from_the_final_charge(server: ApiServer) -> None:
+    before = value(scrape(server), "cryptowire_cu_charged_total", api="news")
+    r = httpx.post(server.url(f"/crypto-news/{KEY}"), json={"query": NEWS_QUERY}, timeout=30)
+    assert r.status_code == 200, r.text
+    cost = int(r.headers["X-CU-Cost"])
+    assert cost > 0
+    # A request refused for bad input costs nothing and adds nothing.
+    bad = httpx.post(server.url(f"/crypto-news/{KEY}"), json={"query": "query { cryptoNews(after: \"x\") { edges { cursor } } }"}, timeout=30)
+    assert bad.status_code == 400
+    after = value(scrape(server), "cryptowire_cu_charged_total", api="news")
+    assert after - before == cost

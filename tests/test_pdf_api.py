@@ -345,6 +345,7 @@ def test_ten_simultaneous_requests_succeed_or_get_a_clean_503(env: Env) -> None:
 
 def test_browser_killed_mid_request_recovers(env: Env) -> None:
     assert env.get(url=env.page.url("/hello")).status_code == 200  # a browser is up
+    metrics_before = httpx.get(env.api.url("/metrics"), timeout=30).text
     pid = env.pool.browser_pid()
     assert pid is not None
     before = dict(env.pool.stats)
@@ -365,4 +366,13 @@ def test_browser_killed_mid_request_recovers(env: Env) -> None:
     assert env.pool.stats["crashes"] > before["crashes"]
     assert env.pool.stats["launches"] > before["launches"]
     assert env.pool.browser_pid() not in (None, pid)
+    metrics_after = httpx.get(env.api.url("/metrics"), timeout=30).text
+    assert _restarts(metrics_after) > _restarts(metrics_before)
     assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split(")")[1][:3]
+
+
+def _restarts(metrics: str) -> float:
+    for line in metrics.splitlines():
+        if line.startswith("cryptowire_pdf_browser_restarts_total "):
+            return float(line.split()[1])
+    raise AssertionError("no cryptowire_pdf_browser_restarts_total in /metrics")

@@ -45,7 +45,6 @@ class Settings(BaseSettings):
     # --- serving ---------------------------------------------------------------
     host: str = Field(default="127.0.0.1", description="Address `cryptowire serve` binds.")
     port: int = Field(default=8000, description="Port `cryptowire serve` binds.")
-    api_keys: list[str] = Field(default_factory=list, description="Static access keys (development only).")
     snapshots_keep: int = Field(default=3, description="Serving snapshots kept on disk.")
     snapshot_poll_seconds: float = Field(
         default=1.0, gt=0, description="How often the API checks for a newly published serving snapshot."
