@@ -23,11 +23,10 @@ FROM articles WHERE len(tickers) > 0
     description="Resolvable binary (Yes/No) prediction events derived from the news, with stable pevt_ ids.",
 )
 def prediction_events(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
-    from warehouse.events import merge_events
-
     from models.tagging import load_registry
     from pipeline.events import ArticleIn, derive_events
     from warehouse.db import utcnow
+    from warehouse.events import merge_events
 
     names = {a.symbol: a.name for a in load_registry()}
     with warehouse.connect() as con:
