@@ -28,6 +28,19 @@ for _name in COMMAND_MODULES:
     _module.register(app)
 
 
+@app.callback()
+def _configure() -> None:
+    """Crypto news pipeline (Dagster + DuckDB) and the API that serves it."""
+    import logging
+    import os
+
+    from warehouse.logs import configure_logging
+
+    # Warnings and errors only: a command's own output is what the user asked for (httpx logs every request
+    # at INFO). `cryptowire serve` configures uvicorn's logging itself.
+    configure_logging(os.environ.get("CRYPTOWIRE_LOG_FORMAT", "text"), level=logging.WARNING)
+
+
 def main() -> None:
     app()
 

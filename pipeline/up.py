@@ -50,4 +50,4 @@ def serve_after_up(settings: Settings) -> None:
     typer.echo(f"PDF:      curl -s 'http://{settings.host}:{settings.port}/api/html-to-pdf/{key}?url=https://example.com' -o page.pdf")
     typer.echo(f"overview: http://{settings.host}:{settings.port}/")
     typer.echo("")
-    run_server(settings.host, settings.port)
+    run_server(settings.host, settings.port, log_format=settings.log_format)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -44,7 +45,8 @@ def test_filter_rewrites_uvicorn_access_records() -> None:
     assert "SECRET" not in record.getMessage() and "/crypto-news/***" in record.getMessage()
 
 
-def test_serve_runs_the_app_and_redacts_keys_from_the_access_log(tmp_path: Path) -> None:
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_serve_runs_the_app_and_redacts_keys_from_the_access_log(tmp_path: Path, log_format: str) -> None:
     home = tmp_path / "home"
     build(home, Data(make_articles(30, 10), make_events(5)))
     port = free_port()
@@ -54,7 +56,7 @@ def test_serve_runs_the_app_and_redacts_keys_from_the_access_log(tmp_path: Path)
     store.sync_plans(load_plans().values())
     _, secret = store.create_key("serve test", "pro", ["news", "events"])
     store.close()
-    env = {**os.environ, "CRYPTOWIRE_HOME": str(home)}
+    env = {**os.environ, "CRYPTOWIRE_HOME": str(home), "CRYPTOWIRE_LOG_FORMAT": log_format}
     proc = subprocess.Popen(
         [sys.executable, "-m", "pipeline.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
         cwd=PROJECT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -80,6 +82,10 @@ def test_serve_runs_the_app_and_redacts_keys_from_the_access_log(tmp_path: Path)
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=30)
     assert secret not in out
+    if log_format == "json":  # every line is one JSON object; the messages say what the text log says
+        records = [json.loads(line) for line in out.splitlines() if line.strip()]
+        assert all({"ts", "level", "logger", "message"} <= set(r) for r in records)
+        out = "\n".join(r["message"] for r in records)
     assert '"POST /crypto-news/*** HTTP/1.1"' in out, out
     assert '"POST /prediction-events/***?*** HTTP/1.1"' in out
     assert '"GET /readyz HTTP/1.1" 200' in out

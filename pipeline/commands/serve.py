@@ -41,23 +41,28 @@ class RedactAccessKeys(logging.Filter):
         return True
 
 
-def log_config() -> dict[str, Any]:
-    """uvicorn's logging config with the redacting filter on ``uvicorn.access``."""
+def log_config(fmt: str = "text") -> dict[str, Any]:
+    """uvicorn's logging config with the redacting filter on ``uvicorn.access``; ``fmt="json"`` writes one JSON
+    object per line (CRYPTOWIRE_LOG_FORMAT=json)."""
     from uvicorn.config import LOGGING_CONFIG
 
     config = copy.deepcopy(LOGGING_CONFIG)
+    if fmt == "json":
+        for name in config["formatters"]:
+            config["formatters"][name] = {"()": "warehouse.logs.JsonFormatter"}
+        config["loggers"][""] = {"handlers": ["default"], "level": "INFO"}  # the app's own loggers too
     config.setdefault("filters", {})["redact_keys"] = {"()": f"{__name__}.RedactAccessKeys"}
     config["loggers"]["uvicorn.access"]["filters"] = ["redact_keys"]
     return config
 
 
-def run_server(host: str, port: int, workers: int = 1, log_level: str = "info") -> None:
+def run_server(host: str, port: int, workers: int = 1, log_level: str = "info", log_format: str = "text") -> None:
     """Run ``api.app:create_app`` under uvicorn (blocks until stopped)."""
     import uvicorn
 
     uvicorn.run(
         "api.app:create_app", factory=True, host=host, port=port, workers=workers, log_level=log_level,
-        log_config=log_config(), proxy_headers=False, server_header=False,
+        log_config=log_config(log_format), proxy_headers=False, server_header=False,
     )
 
 
@@ -75,4 +80,4 @@ def register(app: typer.Typer) -> None:
 
         settings = get_settings()
         settings.ensure_dirs()
-        run_server(host or settings.host, port or settings.port, workers, log_level.lower())
+        run_server(host or settings.host, port or settings.port, workers, log_level.lower(), settings.log_format)
