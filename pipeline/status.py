@@ -39,7 +39,12 @@ def _warehouse(settings: Settings) -> dict[str, Any]:
     try:
         names = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
         counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0] for t in TABLES if t in names}
-        newest = con.execute("SELECT max(published_at) FROM raw_articles").fetchall()[0][0] if "raw_articles" in names else None
+        # Undated items carry their fetch time (date_inferred): the newest *dated* article says how fresh feeds are.
+        newest = (
+            con.execute("SELECT max(published_at) FILTER (WHERE NOT date_inferred) FROM raw_articles").fetchall()[0][0]
+            if "raw_articles" in names
+            else None
+        )
         feeds = [
             dict(zip(("feed", "url", "at", "status", "seen", "new", "not_modified", "error"), r, strict=True))
             for r in con.execute(FEED_HEALTH_SQL).fetchall()
