@@ -5,7 +5,8 @@ import dagster as dg
 from pipeline.assets.enrich import articles, crypto_assets
 from pipeline.assets.events import prediction_events
 from pipeline.assets.ingest import raw_articles
-from pipeline.resources import WarehouseResource
+from pipeline.assets.serving import serving_snapshot
+from pipeline.resources import SnapshotsResource, WarehouseResource
 from warehouse.events import CHECKS as EVENT_CHECKS
 
 # A broken cursor or id would break the API: stop before publishing.
@@ -88,3 +89,49 @@ ALL_CHECKS = [
         for c in EVENT_CHECKS
     ),
 ]
+
+
+@dg.asset_check(
+    asset=serving_snapshot,
+    name="published_matches_warehouse",
+    description="CURRENT names a snapshot whose news and events counts equal the warehouse's articles and events, "
+    "with unique article ids and event cursors.",
+)
+def published_matches_warehouse(warehouse: WarehouseResource, snapshots: SnapshotsResource) -> dg.AssetCheckResult:
+    from pathlib import Path
+
+    import duckdb
+
+    from warehouse.publish import current_snapshot
+
+    path = current_snapshot(Path(snapshots.directory))
+    if path is None:
+        return dg.AssetCheckResult(passed=False, metadata={"problem": "no CURRENT snapshot"})
+    with warehouse.connect() as con:
+        expected = con.execute(
+            "SELECT (SELECT count(*) FROM articles), (SELECT count(*) FROM prediction_events)"
+        ).fetchall()[0]
+    snap = duckdb.connect(str(path), read_only=True)
+    try:
+        got = snap.execute(
+            "SELECT (SELECT count(*) FROM news), (SELECT count(*) FROM events), "
+            "(SELECT count(*) - count(DISTINCT id) FROM news), (SELECT count(*) - count(DISTINCT created_at) FROM events)"
+        ).fetchall()[0]
+    finally:
+        snap.close()
+    passed = tuple(got[:2]) == tuple(expected) and got[2] == 0 and got[3] == 0
+    return dg.AssetCheckResult(
+        passed=passed,
+        metadata={
+            "snapshot": path.name,
+            "articles": got[0],
+            "events": got[1],
+            "warehouse_articles": expected[0],
+            "warehouse_events": expected[1],
+            "duplicate_ids": got[2],
+            "duplicate_cursors": got[3],
+        },
+    )
+
+
+ALL_CHECKS.append(published_matches_warehouse)

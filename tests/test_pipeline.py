@@ -88,6 +88,25 @@ def test_materialize_sample_end_to_end_and_again(isolated_home: Path) -> None:
     assert {a["asset"] for a in status["assets"]} >= {"raw_articles", "articles"}
     assert all(a["last_run"] and a["last_run"]["status"] == "SUCCESS" for a in status["assets"]), status["assets"]
     assert status["feeds"] and all(f["error"] is None for f in status["feeds"])
+    assert any(c["check"] == "published_matches_warehouse" and c["passed"] for c in status["checks"])
+
+    # What analysts do next: export a curated table, read it back with polars; query with `cryptowire sql`.
+    import polars as pl
+
+    out = isolated_home / "exports"
+    parquet = _invoke("export", "--table", "articles", "--format", "parquet", "--out", str(out / "a.parquet"))
+    frame = pl.read_parquet(out / "a.parquet")
+    assert parquet["rows"] == frame.height == n_raw
+    assert frame.schema["tickers"] == pl.List(pl.String)
+    _invoke("export", "--table", "prediction_events", "--format", "csv", "--out", str(out / "e.csv"))
+    events_csv = pl.read_csv(out / "e.csv")
+    assert events_csv.height > 0 and json.loads(events_csv["options"][0]) == ["Yes", "No"]
+    rows = _invoke("sql", "SELECT source_name, count(*) AS n FROM articles GROUP BY ALL ORDER BY n DESC")
+    assert sum(r["n"] for r in rows) == n_raw
+    snap_rows = _invoke("sql", "--snapshot", "SELECT count(*) AS n FROM news")
+    assert snap_rows == [{"n": n_raw}]
+    refused = runner.invoke(app, ["sql", "DELETE FROM articles"])
+    assert refused.exit_code != 0 and "read-only" in refused.output
 
 
 def test_materialize_rejects_unknown_asset(isolated_home: Path) -> None:
