@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -14,14 +13,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from api import metrics, news, overview, pdf, usage
 from api.access import Access
 from api.metrics import MetricsMiddleware
 from warehouse.config import Settings, get_settings
 
 # Each component module exposes ``routes(state) -> list[BaseRoute]`` and may expose async
-# ``startup(state)`` / ``shutdown(state)``. A component not written yet is skipped.
-COMPONENTS = ("api.news", "api.pdf", "api.usage", "api.overview", "api.metrics")
-
+# ``startup(state)`` / ``shutdown(state)``.
+COMPONENTS = (news, pdf, usage, overview, metrics)
 
 @dataclass
 class AppState:
@@ -36,17 +35,6 @@ def default_access(settings: Settings) -> Access:
     return build_access(settings)
 
 
-def _components() -> list[Any]:
-    found = []
-    for name in COMPONENTS:
-        try:
-            found.append(importlib.import_module(name))
-        except ModuleNotFoundError as exc:
-            if exc.name != name:
-                raise
-    return found
-
-
 async def healthz(request: Request) -> JSONResponse:
     return JSONResponse({"status": "ok"})
 
@@ -54,7 +42,7 @@ async def healthz(request: Request) -> JSONResponse:
 def create_app(settings: Settings | None = None, access: Access | None = None) -> Starlette:
     settings = settings or get_settings()
     state = AppState(settings=settings, access=access or default_access(settings))
-    components = _components()
+    components = COMPONENTS
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -3,9 +3,9 @@ so that `cryptowire serve` never loads torch or dagster."""
 
 from __future__ import annotations
 
-import importlib
-
 import typer
+
+from pipeline.commands import core, export, keys, sentiment, serve, sql, tag
 
 app = typer.Typer(
     name="cryptowire",
@@ -15,16 +15,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-# Command modules; each exposes register(app). A module that is missing (work in progress) is skipped.
-COMMAND_MODULES = ("core", "serve", "sentiment", "tag", "keys", "export", "sql")
-
-for _name in COMMAND_MODULES:
-    try:
-        _module = importlib.import_module(f"pipeline.commands.{_name}")
-    except ModuleNotFoundError as exc:  # only a missing command module is tolerated, not a missing dependency
-        if exc.name != f"pipeline.commands.{_name}":
-            raise
-        continue
+# Each command module exposes register(app) and imports its heavy code inside the commands.
+for _module in (core, serve, sentiment, tag, keys, export, sql):
     _module.register(app)
 
 
@@ -32,13 +24,13 @@ for _name in COMMAND_MODULES:
 def _configure() -> None:
     """Crypto news pipeline (Dagster + DuckDB) and the API that serves it."""
     import logging
-    import os
 
+    from warehouse.config import get_settings
     from warehouse.logs import configure_logging
 
     # Warnings and errors only: a command's own output is what the user asked for (httpx logs every request
     # at INFO). `cryptowire serve` configures uvicorn's logging itself.
-    configure_logging(os.environ.get("CRYPTOWIRE_LOG_FORMAT", "text"), level=logging.WARNING)
+    configure_logging(get_settings().log_format, level=logging.WARNING)
 
 
 def main() -> None:

@@ -54,10 +54,11 @@ def _warehouse(settings: Settings) -> dict[str, Any]:
     return {"exists": True, "counts": counts, "newest_article": newest, "feeds": feeds}
 
 
-def _runs(settings: Settings) -> list[dict[str, Any]]:
-    """The last materialization and the last run outcome per asset, from the Dagster instance."""
+def _runs(settings: Settings) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Per asset, the last materialization and the outcome of the last run that planned it; per check, its
+    last result. Both from the Dagster instance under the data home."""
     if not (settings.dagster_home / "dagster.yaml").exists():
-        return []
+        return [], []
     import dagster as dg
 
     from pipeline.definitions import ALL_ASSETS, ALL_CHECKS
@@ -65,50 +66,46 @@ def _runs(settings: Settings) -> list[dict[str, Any]]:
 
     prepare_dagster_home(settings)
     instance = dg.DagsterInstance.get()
-    out = []
+    assets = []
     for asset in ALL_ASSETS:
-        key = asset.key
-        mat = instance.get_latest_materialization_event(key)
-        planned = instance.fetch_planned_materializations(dg.AssetKey(key.path), limit=1) if hasattr(
-            instance, "fetch_planned_materializations"
-        ) else None
-        last_run = None
-        records = getattr(planned, "records", None) or []
-        if records:
-            run = instance.get_run_by_id(records[0].run_id)
-            last_run = {"run_id": run.run_id, "status": run.status.value} if run else None
-        out.append(
+        mat = instance.get_latest_materialization_event(asset.key)
+        planned = instance.get_latest_planned_materialization_info(asset.key)
+        run = instance.get_run_by_id(planned.run_id) if planned else None
+        assets.append(
             {
-                "asset": key.to_user_string(),
+                "asset": asset.key.to_user_string(),
                 "last_materialized": mat.timestamp if mat else None,
-                "last_run": last_run,
+                "last_run": {"run_id": run.run_id, "status": run.status.value} if run else None,
             }
         )
     checks = []
-    for spec_holder in ALL_CHECKS:
-        for check_key in spec_holder.check_keys:
+    for definition in ALL_CHECKS:
+        for check_key in definition.check_keys:
             records = instance.event_log_storage.get_asset_check_execution_history(check_key, limit=1)
-            if records:
-                ev = records[0].event
-                passed = None
-                if ev and ev.dagster_event and ev.dagster_event.event_specific_data is not None:
-                    passed = getattr(ev.dagster_event.event_specific_data, "passed", None)
-                checks.append(
-                    {"asset": check_key.asset_key.to_user_string(), "check": check_key.name, "passed": passed}
-                )
-    return [*out, *({"check": c} for c in checks)]
+            if not records:
+                continue
+            event = records[0].event
+            data = event.dagster_event.event_specific_data if event and event.dagster_event else None
+            checks.append(
+                {
+                    "asset": check_key.asset_key.to_user_string(),
+                    "check": check_key.name,
+                    "passed": getattr(data, "passed", None),
+                }
+            )
+    return assets, checks
 
 
 def collect(settings: Settings) -> dict[str, Any]:
-    runs = _runs(settings)
+    assets, checks = _runs(settings)
     return {
         "home": str(settings.home.resolve()),
         "warehouse": str(settings.warehouse_path.resolve()),
         "snapshots": str(settings.snapshots_dir.resolve()),
         "feeds_file": str(settings.feeds_file),
         **_warehouse(settings),
-        "assets": [r for r in runs if "asset" in r],
-        "checks": [r["check"] for r in runs if "check" in r],
+        "assets": assets,
+        "checks": checks,
     }
 
 

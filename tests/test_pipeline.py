@@ -118,3 +118,14 @@ def test_materialize_rejects_unknown_asset(isolated_home: Path) -> None:
 def test_status_before_anything_ran(isolated_home: Path) -> None:
     report = _invoke("status")
     assert report["exists"] is False and "materialize" in report["hint"]
+
+
+def test_the_cli_imports_no_heavy_code_until_a_command_needs_it() -> None:
+    """`cryptowire serve` must start fast and small: loading the CLI loads no torch, transformers or dagster."""
+    code = (
+        "import sys, pipeline.cli; "
+        "print([m for m in ('torch', 'transformers', 'dagster') if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

@@ -39,7 +39,6 @@ class Settings(BaseSettings):
     fetch_log_days: int = Field(default=30, description="Days of feed_fetches rows kept by the maintenance job.")
 
     # --- enrichment ------------------------------------------------------------
-    sentiment_batch_size: int = Field(default=64, description="Texts per inference batch.")
     sentiment_threads: int = Field(default=0, description="torch threads (0: number of cores).")
 
     # --- serving ---------------------------------------------------------------
@@ -86,10 +85,6 @@ class Settings(BaseSettings):
     @property
     def dagster_home(self) -> Path:
         return self.home / "dagster"
-
-    @property
-    def model_cache_dir(self) -> Path:
-        return self.home / "models"
 
     def ensure_dirs(self) -> None:
         for d in (self.home, self.snapshots_dir, self.dagster_home):
