@@ -316,6 +316,7 @@ def main() -> None:
     parser.add_argument("--articles", type=int, default=1_000_000)
     parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument("--duration", type=int, default=10, help="Seconds of load per scenario.")
+    parser.add_argument("--warmup", type=int, default=2, help="Unmeasured seconds of load after each start.")
     parser.add_argument("--connections", type=int, default=8, help="Concurrent connections wrk keeps open.")
     parser.add_argument("--data", type=Path, help="Keep (and reuse) the generated data home here.")
     parser.add_argument("--out", type=Path, help="Also write the JSON here.")
@@ -379,6 +380,9 @@ def main() -> None:
                     raise RuntimeError(f"{name}: {len(root['edges'])} edges instead of 20")
                 if name == "first_page":
                     first_body = data
+            # A freshly started process is still warming up (first pages cached, allocator and caches growing):
+            # a short unmeasured run first, so that the figures are the steady state a running server shows.
+            run_wrk(api_url, scenarios["first_page"], args.warmup, args.connections, tmp, proc.pid)
             results[variant] = {
                 name: run_wrk(api_url, body, args.duration, args.connections, tmp, proc.pid)
                 for name, body in scenarios.items()
@@ -393,6 +397,8 @@ def main() -> None:
              str(base_port), "--workers", "1", "--log-config", str(log_file)], {**env, "CW_BENCH_BASELINE": str(baseline_file)},
             base_port)
         procs.append(base_proc)
+        run_wrk(f"http://127.0.0.1:{base_port}/baseline", scenarios["first_page"], args.warmup, args.connections, tmp,
+                base_proc.pid)
         results["baseline"] = run_wrk(f"http://127.0.0.1:{base_port}/baseline", scenarios["first_page"],
                                       args.duration, args.connections, tmp, base_proc.pid)
         report["results"] = results

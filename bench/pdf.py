@@ -41,6 +41,8 @@ from typing import Any
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
+# Run as a script, this folder leads sys.path, and bench/graphql.py would shadow the graphql package.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(ROOT))
 
 from api.pdf import procmem  # noqa: E402
