@@ -30,6 +30,7 @@ from api.cost import query_cost
 from api.errors import ApiError
 from api.gql_documents import DocumentCache
 from api.gql_exec import Context, Outcome, Plan, coerce_variables, execute_plan, plan_operation
+from api.responses import FastJSONResponse
 from api.snapshots import Snapshot, SnapshotManager
 from warehouse.read import CacheMiss
 
@@ -151,7 +152,7 @@ class NewsComponent:
             body: dict[str, Any] = {"data": outcome.data}
             if outcome.errors:
                 body["errors"] = outcome.errors
-            return JSONResponse(body, status_code=status, headers=access.headers(caller, charge))
+            return FastJSONResponse(body, status_code=status, headers=access.headers(caller, charge))
         except ApiError as err:
             if charge is not None:
                 await access.refund(charge)
