@@ -265,11 +265,15 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=40, help="service requests per page and concurrency")
     ap.add_argument("--baseline-requests", type=int, default=12, help="baseline requests per page and concurrency")
     ap.add_argument("--concurrency", default="1,2,4", help="comma-separated concurrency levels")
+    ap.add_argument("--pages", default="simple,heavy", help="comma-separated pages: simple, heavy")
     ap.add_argument("--rss", action="store_true", help="also read the service's memory after 50 and N conversions")
     ap.add_argument("--rss-total", type=int, default=500, help="conversions for the second memory reading")
     ap.add_argument("--out", type=Path, help="also write the JSON here")
     args = ap.parse_args()
     levels = [int(c) for c in args.concurrency.split(",")]
+    names = [n for n in args.pages.split(",") if n]
+    if not names or set(names) - {"simple", "heavy"}:
+        ap.error("--pages takes simple, heavy or both (comma-separated)")
 
     result: dict[str, Any] = {"machine": machine(), "service": {}, "baseline": {}}
     become_subreaper()
@@ -279,7 +283,7 @@ def main() -> None:
     try:
         for _ in range(3):  # warm: browser launched, spares made
             service.convert(pages.url("/simple"))
-        for name in ("simple", "heavy"):
+        for name in names:
             url = pages.url(f"/{name}")
             service.convert(url)
             for c in levels:
@@ -290,7 +294,7 @@ def main() -> None:
                 stats["cpu_s_per_pdf"] = round(cpu / max(1, stats["ok"]), 3)
                 result["service"][f"{name}_c{c}"] = stats
                 print(f"service  {name:6s} c={c}: {stats}", file=sys.stderr)
-        for name in ("simple", "heavy"):
+        for name in names:
             url = pages.url(f"/{name}")
             for c in levels:
                 cpu0 = children_cpu()

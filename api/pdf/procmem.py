@@ -17,8 +17,38 @@ def _ppid(pid: int) -> int | None:
     return int(stat.rsplit(")", 1)[1].split()[1])
 
 
+def _children(pid: int) -> list[int] | None:
+    """Direct children, from /proc/PID/task/*/children; None where this kernel has no such files."""
+    try:
+        tasks = list((PROC / str(pid) / "task").iterdir())
+    except OSError:
+        return []  # the process is gone
+    out: list[int] = []
+    for task in tasks:
+        try:
+            out.extend(int(c) for c in (task / "children").read_text().split())
+        except FileNotFoundError:
+            if task.exists():
+                return None
+        except OSError:
+            continue  # the thread ended meanwhile
+    return out
+
+
 def descendants(root: int) -> list[int]:
     """``root`` and all processes below it."""
+    out, todo = [], [root]
+    while todo:  # walk down from the root: a few small reads instead of every process's stat
+        pid = todo.pop()
+        kids = _children(pid)
+        if kids is None:
+            return _descendants_by_scan(root)
+        out.append(pid)
+        todo.extend(kids)
+    return out
+
+
+def _descendants_by_scan(root: int) -> list[int]:
     children: dict[int, list[int]] = {}
     for entry in PROC.iterdir():
         if entry.name.isdigit():
