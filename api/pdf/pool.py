@@ -76,6 +76,7 @@ class Tab:
     context: Any
     page: Any = None
     handler: TabHandler | None = None
+    media: str | None = None  # the CSS media type the page emulates now
 
     async def route(self, route: Any) -> None:
         if self.handler is None:
@@ -155,6 +156,7 @@ class BrowserPool:
         self.egress = EgressProxy(policy or Policy())
         self._dead = socket.socket()  # bound, never listening: a proxy address that refuses every connection
         self._dead.bind(("127.0.0.1", 0))
+        self._closers: set[asyncio.Task[None]] = set()  # used tabs being closed
         self.stats: dict[str, int] = {"conversions": 0, "launches": 0, "restarts": 0, "crashes": 0, "rejected": 0}
 
     # --- lifecycle -------------------------------------------------------------
@@ -164,6 +166,8 @@ class BrowserPool:
 
     async def close(self) -> None:
         self._closing = True
+        if self._closers:
+            await asyncio.gather(*self._closers, return_exceptions=True)
         async with self._lock:
             browsers = [b for b in (self._current, *self._old) if b is not None]
             self._current = None
@@ -298,7 +302,28 @@ class BrowserPool:
         page.on("dialog", lambda d: asyncio.ensure_future(_dismiss(d)))
         page.on("crash", tab.crash)
         tab.page = page
+        try:  # the default (print) now, so that most requests need not set it
+            await page.emulate_media(media="print")
+        except BaseException:
+            await _close_quietly(context)
+            raise
+        tab.media = "print"
         return tab
+
+    def discard(self, handle: Browser, tab: Tab) -> None:
+        """Close a used tab in the background: its PDF is ready, and its answer need not wait for the close."""
+        task = asyncio.get_running_loop().create_task(self._close_tab(handle, tab))
+        self._closers.add(task)
+        task.add_done_callback(self._closers.discard)
+
+    async def _close_tab(self, handle: Browser, tab: Tab) -> None:
+        try:
+            async with asyncio.timeout(5):
+                await tab.context.close()
+        except Exception:
+            if handle.alive and not handle.closed:
+                log.warning("pdf: a browser context did not close; retiring the browser")
+                self.retire(handle)
 
     def _refill(self, handle: Browser) -> None:
         loop = asyncio.get_running_loop()

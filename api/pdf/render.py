@@ -152,7 +152,9 @@ class Session:
                     tab = await pool.new_tab(browser)
                     tab.handler = self
                     self.page = tab.page
-                    await tab.page.emulate_media(media=params.emulate_media_type)
+                    if tab.media != params.emulate_media_type:
+                        await tab.page.emulate_media(media=params.emulate_media_type)
+                        tab.media = params.emulate_media_type
                     self._lap("tab")
                     self.stage = "loading the page"
                     fragment = f"#{params.url.fragment}" if params.url.fragment else ""
@@ -179,13 +181,7 @@ class Session:
             for t in list(self._handlers):
                 t.cancel()
             if tab is not None and browser.alive:
-                try:
-                    async with asyncio.timeout(5):
-                        await tab.context.close()
-                    self._lap("close")
-                except Exception:
-                    log.warning("pdf: a browser context did not close; retiring the browser")
-                    pool.retire(browser)
+                pool.discard(browser, tab)
 
     async def on_route(self, route: Any) -> None:
         task = asyncio.current_task()
