@@ -6,7 +6,6 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 # torch first, pinned: an unpinned torch pulls a multi-GB CUDA build; 2.13.0 is a CPU build on local disk.
 TORCH := torch==2.13.0
-SYSTEM_PACKAGES := chromium poppler-utils redis-server
 STAMP := $(VENV)/.setup-stamp
 
 .PHONY: setup system run test dev lint clean
@@ -27,6 +26,7 @@ $(STAMP): $(VENV)/bin/python pyproject.toml
 system:
 	@missing=""; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	command -v chromium-headless-shell >/dev/null || missing="$$missing chromium-headless-shell"; \
 	command -v pdftotext >/dev/null || missing="$$missing poppler-utils"; \
 	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
 	if [ -n "$$missing" ]; then \

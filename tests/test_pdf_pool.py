@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import subprocess
+import sys
+import time
+import uuid
 from pathlib import Path
 
+from api.pdf import procmem
 from api.pdf.params import parse_params
 from api.pdf.pool import BrowserPool
 from api.pdf.render import render
@@ -104,3 +111,26 @@ def _running(pid: int) -> bool:
         return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_the_browser_pid_is_found_behind_a_launcher_script(tmp_path: Path) -> None:
+    # Debian's chromium-headless-shell is a sh script that runs the binary without exec: both carry the arguments,
+    # and killing the script would leave the browser running.
+    launcher = tmp_path / "launcher"
+    launcher.write_text(f"#!/bin/sh\n{sys.executable} -c 'import time; time.sleep(60)' \"$@\"\ntrue\n")
+    launcher.chmod(0o755)
+    marker = f"--cryptowire-test={uuid.uuid4().hex}"
+    proc = subprocess.Popen([str(launcher), marker])
+    try:
+        deadline = time.monotonic() + 10
+        pid = procmem.find_by_arg(marker)
+        while (pid is None or pid == proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+            pid = procmem.find_by_arg(marker)
+        assert pid is not None and pid != proc.pid
+        assert Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0] == sys.executable.encode()
+    finally:
+        for child in reversed(procmem.descendants(proc.pid)):
+            with contextlib.suppress(OSError):
+                os.kill(child, 9)
+        proc.wait()

@@ -39,8 +39,9 @@ BASE_ARGS = (
     "--disable-extensions",
     "--disable-default-apps",
     "--mute-audio",
-    # New-headless Chromium opens WebUI omnibox popups (one renderer process each) for every page, and keeps a
-    # spare renderer that a fresh context can never use: together they doubled the CPU cost of a conversion.
+    # The full browser in new-headless mode (not the headless shell) opens WebUI omnibox popups (one renderer
+    # process each) for every page, and keeps a spare renderer that a fresh context can never use: together they
+    # doubled the CPU cost of a conversion.
     "--disable-features=WebUIOmniboxPopup,WebUIOmniboxFullPopup,OmniboxFullPopup,WebUIOmniboxAimPopup,"
     "SpareRendererForSitePerProcess",
     # Pages reach the network only through the egress proxy, set on each context; the browser's own traffic

@@ -64,8 +64,13 @@ def _descendants_by_scan(root: int) -> list[int]:
 
 
 def find_by_arg(marker: str) -> int | None:
-    """The pid of the process whose command line contains ``marker`` as a whole argument."""
+    """The pid of the browser process whose command line holds ``marker`` as a whole argument.
+
+    A launcher script that runs the binary without ``exec`` (Debian's chromium-headless-shell) carries the same
+    arguments: of the matching processes, the one whose parent also matches is the browser itself.
+    """
     want = marker.encode()
+    found: dict[int, int | None] = {}
     for entry in PROC.iterdir():
         if not entry.name.isdigit():
             continue
@@ -74,8 +79,11 @@ def find_by_arg(marker: str) -> int | None:
         except OSError:
             continue
         if want in args:
-            return int(entry.name)
-    return None
+            found[int(entry.name)] = _ppid(int(entry.name))
+    for pid, parent in found.items():
+        if parent in found:
+            return pid
+    return next(iter(found), None)
 
 
 def memory_kb(pid: int) -> dict[str, int]:
