@@ -61,7 +61,7 @@ def main() -> None:
         timed("ingest", lambda r: r.new, lambda: ingest(con, feeds, settings))
         load_crypto_assets(con, load_registry())
         con.execute("INSERT INTO articles BY NAME SELECT * EXCLUDE (guid, date_inferred, updated_at) FROM raw_articles")
-        model = timed("sentiment_load", lambda m: 1, lambda: load_model())
+        model = timed("sentiment_load", lambda m: 1, lambda: load_model(cache_dir=settings.models_dir))  # a first build
         timed("sentiment", lambda n: n, lambda: score(con, model, article_text, db.utcnow()))
         timed("tagging", lambda n: n, lambda: tag(con, get_tagger(), db.utcnow()))
         names = {a.symbol: a.name for a in load_registry()}

@@ -21,12 +21,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=None, help="CSV with text,label (default: CryptoLin held-out)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--no-baselines", action="store_true")
-    parser.add_argument("--precision", choices=("int8", "fp32"), default=None, help="default: as shipped")
+    parser.add_argument("--precision", choices=("int8", "fp32"), default=None, help="default: as shipped (int8)")
     args = parser.parse_args(argv)
     holdout = args.data is None
     data = args.data or shared_sentiment_dir() / "cryptolin" / "train.csv"
-    int8 = None if args.precision is None else args.precision == "int8"
-    result = evaluate(data, baselines=not args.no_baselines, holdout=holdout, int8=int8)
+    result = evaluate(data, baselines=not args.no_baselines, holdout=holdout, backend=args.precision)
     print(json.dumps(result, indent=2) if args.json else format_report(result))
     return 0
 

@@ -6,6 +6,7 @@ Recipe: fine-tune the packaged all-MiniLM-L6-v2 (mean pooling, linear head, word
 CryptoLin training split with several seeds from the same head initialisation, then combine them
 (`--combine soup`: uniform weight average; `distil`: a student trained on the seeds' averaged probabilities;
 `single`: the first seed only). The held-out 15 % (models/sentiment/data.py) is only evaluated, never trained on.
+It also writes the int8 calibration texts (`--calibration-only`: just those) from the bundled sample feeds.
 """
 
 from __future__ import annotations
@@ -23,9 +24,30 @@ from models.sentiment.data import LABELS, cryptolin_splits, shared_sentiment_dir
 from models.sentiment.delta import WEIGHTS_DIR, apply_delta, encode_delta, write_delta
 from models.sentiment.metrics import classification_report
 from models.sentiment.net import base_package_version, base_weights_sha256, load_encoder, load_tokenizer
+from models.sentiment.runtime import CALIBRATION_FILE
 from models.sentiment.training import Recipe, average_states, fine_tune, new_net, predict_proba
 
 DEFAULT_SEEDS = (1, 2, 3)
+SAMPLE_FEEDS = Path(__file__).resolve().parents[1] / "pipeline" / "sample" / "feeds"
+
+
+def write_calibration(path: Path = WEIGHTS_DIR / CALIBRATION_FILE) -> int:
+    """The int8 calibration texts: the model input (title + start of summary) of every bundled sample item."""
+    import feedparser
+
+    from models.sentiment import article_text
+
+    texts: list[str] = []
+    for feed in sorted(SAMPLE_FEEDS.glob("*.xml")):
+        for entry in feedparser.parse(feed.read_bytes()).entries:
+            text = article_text(entry.get("title", ""), entry.get("summary", ""))
+            if text and text not in texts:
+                texts.append(text)
+    header = ("# int8 calibration texts (models/sentiment/runtime.py): article_text() of every item of the bundled\n"
+              "# sample feeds (pipeline/sample, synthetic, written for cryptowire); `python -m models.train "
+              "--calibration-only` rewrites it.\n")
+    path.write_text(header + "\n".join(t.replace("\n", " ") for t in texts) + "\n", encoding="utf-8")
+    return len(texts)
 
 
 def _f1(probs: torch.Tensor, gold: list[str]) -> dict:
@@ -48,7 +70,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=WEIGHTS_DIR, help="directory for the delta + config")
     parser.add_argument("--cache", type=Path, default=None, help="optional: keep/reuse per-seed weights here")
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--calibration-only", action="store_true", help="only rewrite the int8 calibration texts")
     args = parser.parse_args(argv)
+    if args.calibration_only:
+        _log(f"wrote {write_calibration(args.out / CALIBRATION_FILE)} calibration texts to {args.out / CALIBRATION_FILE}")
+        return 0
 
     started = time.time()
     torch.set_num_threads(args.threads or torch.get_num_threads())
@@ -122,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         },
     }
     delta_path, config_path = write_delta(args.out, delta, config)
+    write_calibration(args.out / CALIBRATION_FILE)
     _log(f"wrote {delta_path} ({delta_path.stat().st_size / 1e6:.2f} MB) and {config_path} "
          f"in {time.time() - started:.0f} s")
     print(json.dumps({"figures": figures, "delta_bytes": delta_path.stat().st_size,

@@ -29,6 +29,12 @@ def data_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
     get_settings.cache_clear()
 
 
+@pytest.fixture(scope="session")
+def sentiment_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the sentiment model's int8 graph is kept between builds in this test session."""
+    return tmp_path_factory.mktemp("sentiment-cache")
+
+
 @pytest.fixture
 def settings(data_home: Path) -> Settings:
     return get_settings()

@@ -23,10 +23,10 @@ def _raw(con, rows: list[tuple[str, str, str]]) -> None:
 
 
 @pytest.fixture(scope="module")
-def model():
+def model(sentiment_cache: Path):
     from models.sentiment import load_model
 
-    return load_model()
+    return load_model(cache_dir=sentiment_cache)
 
 
 @pytest.fixture(scope="module")

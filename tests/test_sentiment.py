@@ -14,14 +14,15 @@ from typer.testing import CliRunner
 from models.sentiment import ModelLoadError, Prediction, SentimentModel, article_text, build_model, load_model
 from models.sentiment.data import cryptolin_splits
 from models.sentiment.delta import CONFIG_FILE, DELTA_FILE, WEIGHTS_DIR
+from models.sentiment.metrics import classification_report
 from tests.conftest import SHARED_SENTIMENT
 
 CRYPTOLIN = SHARED_SENTIMENT / "cryptolin" / "train.csv"
 
 
 @pytest.fixture(scope="module")
-def model() -> SentimentModel:
-    return load_model()
+def model(sentiment_cache: Path) -> SentimentModel:
+    return load_model(cache_dir=sentiment_cache)
 
 
 def test_loads_offline_from_package_and_delta(model: SentimentModel) -> None:
@@ -75,11 +76,46 @@ def test_empty_and_whitespace_text_is_neutral_zero(model: SentimentModel) -> Non
     assert model.predict([]) == []
 
 
-def test_version_is_stable_across_loads(model: SentimentModel) -> None:
-    again = build_model(threads=1)
-    assert again.version == model.version
+def test_version_is_stable_across_loads(model: SentimentModel, sentiment_cache: Path) -> None:
+    again = build_model(threads=1, cache_dir=sentiment_cache)
+    assert again.version == model.version and again.backend == model.backend == "int8"
+    texts = [e.text for e in cryptolin_splits(CRYPTOLIN)[1][:30]]
+    assert again.predict(texts) == model.predict(texts)
     config = json.loads((WEIGHTS_DIR / CONFIG_FILE).read_text())
     assert (WEIGHTS_DIR / DELTA_FILE).stat().st_size == config["delta"]["bytes"] <= 25_000_000
+
+
+def test_int8_stays_within_a_hundredth_of_the_float_model(model: SentimentModel) -> None:
+    valid = cryptolin_splits(CRYPTOLIN)[1]
+    texts, gold = [e.text for e in valid], [e.label for e in valid]
+    fp32 = build_model(backend="fp32")
+    assert fp32.version != model.version  # results differ slightly, so rows scored by each are told apart
+    int8_labels, fp32_labels = [p.label for p in model.predict(texts)], [p.label for p in fp32.predict(texts)]
+    # 0.97 measured; quantizing every product (the feed-forward outputs too) gave 0.92
+    assert sum(a == b for a, b in zip(int8_labels, fp32_labels, strict=True)) >= 0.95 * len(texts)
+    f1_int8 = classification_report(gold, int8_labels)["macro_f1"]
+    f1_fp32 = classification_report(gold, fp32_labels)["macro_f1"]
+    assert abs(f1_int8 - f1_fp32) <= 0.01, (f1_int8, f1_fp32)
+
+
+def test_a_damaged_cached_graph_is_built_again(model: SentimentModel, sentiment_cache: Path, tmp_path: Path) -> None:
+    (cached,) = sentiment_cache.glob(f"sentiment-{model.version}-*.onnx")
+    damaged = tmp_path / cached.name
+    damaged.write_bytes(cached.read_bytes()[:1000])
+    again = build_model(cache_dir=tmp_path)
+    assert again.version == model.version
+    assert damaged.stat().st_size == cached.stat().st_size
+    texts = [e.text for e in cryptolin_splits(CRYPTOLIN)[1][:30]]
+    assert again.predict(texts) == model.predict(texts)
+
+
+def test_missing_calibration_texts_or_unknown_backend_raise_clear_errors(tmp_path: Path) -> None:
+    shutil.copytree(WEIGHTS_DIR, tmp_path / "w")
+    (tmp_path / "w" / "calibration.txt").unlink()
+    with pytest.raises(ModelLoadError, match=r"calibration texts .* missing.*--calibration-only"):
+        build_model(tmp_path / "w")
+    with pytest.raises(ValueError, match="backend must be one of"):
+        build_model(backend="fp16")
 
 
 def test_missing_delta_raises_a_clear_error(tmp_path: Path) -> None:
@@ -129,7 +165,9 @@ def test_eval_command_on_a_small_csv(tmp_path: Path) -> None:
     assert figures["rows"] == 31 and figures["empty_texts"] == 1 and figures["rows_seen_in_training"] == 0
     m = figures["model"]
     assert sum(map(sum, m["confusion"])) == 31 and 0 <= m["macro_f1"] <= 1 and m["texts_per_second"] > 0
-    assert m["version"] == load_model().version
+    assert m["version"] == load_model().version and m["backend"] == "int8"
+    assert figures["float_model"]["backend"] == "fp32"
+    assert isinstance(figures["float_model"]["macro_f1_int8_minus_fp32"], float)
     assert set(figures["baselines"]) == {"vader", "lr_frozen_embeddings"}
 
     text = CliRunner().invoke(_cli(), ["sentiment", "eval", "--data", str(tmp_path / "small.csv"), "--no-baselines"])

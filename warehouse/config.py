@@ -51,7 +51,7 @@ class Settings(BaseSettings):
     fetch_log_days: int = Field(default=30, description="Days of feed_fetches rows kept by the maintenance job.")
 
     # --- enrichment ------------------------------------------------------------
-    sentiment_threads: int = Field(default=0, description="torch threads (0: number of cores).")
+    sentiment_threads: int = Field(default=0, description="Sentiment inference threads (0: number of cores).")
 
     # --- serving ---------------------------------------------------------------
     host: str = Field(default="127.0.0.1", description="Address `cryptowire serve` binds.")
@@ -96,6 +96,11 @@ class Settings(BaseSettings):
     @property
     def platform_db(self) -> Path:
         return self.home / "platform.sqlite"
+
+    @property
+    def models_dir(self) -> Path:
+        """Built model artefacts (the sentiment model's int8 graph), rebuilt when missing."""
+        return self.home / "models"
 
     @property
     def dagster_home(self) -> Path:

@@ -52,9 +52,10 @@ def lr_baseline_labels(texts: list[str], train: list[Example]) -> list[str]:
 
 
 def evaluate(data: str | Path, *, baselines: bool = True, holdout: bool = False,
-             int8: bool | None = None) -> dict[str, Any]:
+             backend: str | None = None, cache_dir: Path | None = None) -> dict[str, Any]:
     """Figures for the shipped model (and baselines) on `data`. `holdout` keeps only the rows of a CryptoLin
-    CSV that belong to the held-out validation split (matched by `id`)."""
+    CSV that belong to the held-out validation split (matched by `id`). With the shipped int8 backend, the float
+    (fp32 torch) model is measured too, so that the cost of int8 shows in every run."""
     from models.sentiment.model import build_model, load_model
 
     rows = read_labelled_csv(data)
@@ -67,27 +68,18 @@ def evaluate(data: str | Path, *, baselines: bool = True, holdout: bool = False,
     texts, gold = [r.text for r in rows], [r.label for r in rows]
     train_texts = {e.text.strip().lower() for e in train}
 
-    started = time.perf_counter()
-    model = load_model() if int8 is None else build_model(int8=int8)
-    load_seconds = time.perf_counter() - started
-    started = time.perf_counter()
-    predictions = model.predict(texts)
-    seconds = time.perf_counter() - started
+    model = _measure(lambda: load_model(cache_dir=cache_dir) if backend is None
+                     else build_model(backend=backend, cache_dir=cache_dir), texts, gold)
     result: dict[str, Any] = {
         "data": str(data),
         "rows": len(rows),
         "empty_texts": sum(1 for t in texts if not t.strip()),
         "rows_seen_in_training": sum(1 for t in texts if t.strip().lower() in train_texts),
-        "model": {
-            "version": model.version,
-            "int8": model.int8,
-            "max_tokens": model.max_tokens,
-            **classification_report(gold, [p.label for p in predictions]),
-            "texts_per_second": round(len(texts) / seconds, 1) if seconds > 0 else None,
-            "seconds": round(seconds, 3),
-            "load_seconds": round(load_seconds, 3),
-        },
+        "model": model,
     }
+    if model["backend"] == "int8":
+        result["float_model"] = _measure(lambda: build_model(backend="fp32"), texts, gold)
+        result["float_model"]["macro_f1_int8_minus_fp32"] = round(model["macro_f1"] - result["float_model"]["macro_f1"], 4)
     if baselines:
         result["baselines"] = {
             "vader": classification_report(gold, vader_labels(texts)),
@@ -97,6 +89,24 @@ def evaluate(data: str | Path, *, baselines: bool = True, holdout: bool = False,
             },
         }
     return result
+
+
+def _measure(build: Any, texts: list[str], gold: list[str]) -> dict[str, Any]:
+    started = time.perf_counter()
+    model = build()
+    load_seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    predictions = model.predict(texts)
+    seconds = time.perf_counter() - started
+    return {
+        "version": model.version,
+        "backend": model.backend,
+        "max_tokens": model.max_tokens,
+        **classification_report(gold, [p.label for p in predictions]),
+        "texts_per_second": round(len(texts) / seconds, 1) if seconds > 0 else None,
+        "seconds": round(seconds, 3),
+        "load_seconds": round(load_seconds, 3),
+    }
 
 
 def format_report(result: dict[str, Any]) -> str:
@@ -110,10 +120,15 @@ def format_report(result: dict[str, Any]) -> str:
     m = result["model"]
     lines = [f"data: {result['data']} ({result['rows']} rows, {result['empty_texts']} empty, "
              f"{result['rows_seen_in_training']} also in the training split)"]
-    lines += block(f"model {m['version']} ({'int8' if m['int8'] else 'fp32'}, {m['max_tokens']} tokens)", m)
+    lines += block(f"model {m['version']} ({m['backend']}, {m['max_tokens']} tokens)", m)
     lines.append("  confusion (rows = truth, columns = predicted; " + ", ".join(m["labels"]) + "):")
     lines += ["    " + f"{label:<9}" + " ".join(f"{n:>5}" for n in row) for label, row in zip(m["labels"], m["confusion"], strict=True)]
     lines.append(f"  throughput {m['texts_per_second']} texts/s ({m['seconds']} s; model load {m['load_seconds']} s)")
+    if "float_model" in result:
+        f = result["float_model"]
+        lines += block(f"float model {f['version']} (fp32 torch, for reference)", f)
+        lines.append(f"  int8 minus fp32 macro-F1: {f['macro_f1_int8_minus_fp32']:+.4f}; throughput "
+                     f"{f['texts_per_second']} texts/s")
     for name, rep in result.get("baselines", {}).items():
         lines += block(f"baseline {name}", rep)
         if "trained_on" in rep:

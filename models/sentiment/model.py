@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import hashlib
 import html
+import logging
 import os
 import re
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from models.sentiment.errors import ModelLoadError
+
+log = logging.getLogger(__name__)
 
 # Token budget for title + start of summary. Headlines alone are 17 tokens on average (max 42 in CryptoLin);
 # see MODEL_CARD.md "Input and token budget" for the measurement behind this choice.
@@ -42,29 +48,35 @@ def _cores() -> int:
 
 
 class SentimentModel:
-    """The fine-tuned classifier. `predict` is batched, deterministic, and safe for empty text."""
+    """The fine-tuned classifier. `predict` is batched, deterministic, and safe for empty text.
 
-    def __init__(self, net: Any, tokenizer: Any, config: dict[str, Any], version: str, *, int8: bool,
-                 load_seconds: float) -> None:
-        self.net = net
+    `backend`: "int8" (the default: ONNX Runtime, matrix products in int8 with static scales, see `runtime.py`)
+    or "fp32" (the torch network itself, as trained)."""
+
+    def __init__(self, run: Any, tokenizer: Any, config: dict[str, Any], version: str, *, backend: str,
+                 load_seconds: float, net: Any = None, workers: int = 1) -> None:
+        self._run = run  # token id lists -> probabilities as a list of float rows
+        # int8: batches run side by side, one thread each (2 one-thread runs did 1.4x one two-thread run)
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="sentiment") if workers > 1 else None
+        self.net = net  # the torch network (fp32 backend only)
         self.tokenizer = tokenizer
         self.config = config
         self.version = version
         self.labels: tuple[str, ...] = tuple(config["labels"])
         self.max_tokens = TOKEN_BUDGET
-        self.int8 = int8
+        self.backend = backend
         self.load_seconds = load_seconds
         self.batch_size = BATCH_SIZE
-        self._lock = threading.Lock()  # torch modules are not meant to be driven by two threads at once
+        self._lock = threading.Lock()  # one predict() at a time: its batches already use every core
+
+    @property
+    def int8(self) -> bool:
+        return self.backend == "int8"
 
     def __repr__(self) -> str:
-        return f"SentimentModel(version={self.version!r}, int8={self.int8}, max_tokens={self.max_tokens})"
+        return f"SentimentModel(version={self.version!r}, backend={self.backend!r}, max_tokens={self.max_tokens})"
 
     def predict(self, texts: Sequence[str]) -> list[Prediction]:
-        import torch
-
-        from models.sentiment.net import pad_batch
-
         if isinstance(texts, str):
             raise TypeError("predict() takes a sequence of texts; wrap a single text in a list")
         texts = list(texts)
@@ -76,11 +88,11 @@ class SentimentModel:
         # sorting by length keeps padding (wasted work) small inside each batch
         order = sorted(range(len(live)), key=lambda j: (len(encoded[j]), j))
         neg, neu, pos = (self.labels.index(x) for x in ("negative", "neutral", "positive"))
-        with self._lock, torch.inference_mode():
-            for start in range(0, len(order), self.batch_size):
-                chunk = order[start : start + self.batch_size]
-                ids, mask = pad_batch([encoded[j] for j in chunk], self.tokenizer.pad_token_id)
-                probs = torch.softmax(self.net(ids, mask).double(), dim=-1).tolist()
+        chunks = [order[start : start + self.batch_size] for start in range(0, len(order), self.batch_size)]
+        batches = [[encoded[j] for j in chunk] for chunk in chunks]
+        with self._lock:
+            outputs = self._pool.map(self._run, batches) if self._pool and len(batches) > 1 else map(self._run, batches)
+            for chunk, probs in zip(chunks, outputs, strict=True):
                 for j, p in zip(chunk, probs, strict=True):
                     pn, pu, pp = (round(p[k], DECIMALS) for k in (neg, neu, pos))
                     label = self.labels[max(range(len(p)), key=lambda k: (round(p[k], DECIMALS), -k))]
@@ -89,27 +101,28 @@ class SentimentModel:
         return results
 
 
-def build_model(directory: Path | None = None, *, threads: int | None = None, int8: bool = False) -> SentimentModel:
+BACKENDS = ("int8", "fp32")
+
+
+def build_model(directory: Path | None = None, *, threads: int | None = None, backend: str = "int8",
+                cache_dir: Path | None = None) -> SentimentModel:
     """Build a model from the base package and the delta in `directory` (uncached; see `load_model`).
 
-    `int8=True` applies dynamic int8 quantization to the encoder's linear layers. It is not the default: its
-    activation scale is computed over the whole batch, so a text's result depends on its batch neighbours
-    (measured: 11 of 120 held-out labels changed between batch and single), which breaks determinism."""
+    `backend="int8"` (default) runs the network in ONNX Runtime with int8 matrix products; its graph is built on
+    first use (about 10 s) and kept in `cache_dir` when given. `backend="fp32"` runs the torch network as trained.
+    `model_version` covers the delta, its config and the backend (with the ONNX Runtime version for int8): a
+    change of any of them re-scores articles."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     started = time.perf_counter()
     import torch
 
     from models.sentiment.delta import WEIGHTS_DIR, read_delta
-    from models.sentiment.net import (
-        SentimentNet,
-        base_model_dir,
-        base_package_version,
-        base_weights_sha256,
-        load_encoder,
-        load_tokenizer,
-    )
+    from models.sentiment.net import base_model_dir, base_package_version, base_weights_sha256, load_tokenizer
 
-    torch.set_num_threads(threads or _cores())
-    tensors, config, version = read_delta(directory or WEIGHTS_DIR)
+    threads = threads or _cores()
+    torch.set_num_threads(threads)
+    tensors, config, delta_version = read_delta(directory or WEIGHTS_DIR)
     base_dir = base_model_dir()
     expected = config["base"]["weights_sha256"]
     if base_weights_sha256(base_dir) != expected:
@@ -121,42 +134,79 @@ def build_model(directory: Path | None = None, *, threads: int | None = None, in
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
-    encoder = load_encoder(base_dir)
-    net = SentimentNet(encoder, dropout=0.0)
-    from models.sentiment.delta import apply_delta
+    tokenizer = load_tokenizer(base_dir)
+    pad_id = tokenizer.pad_token_id
+    if backend == "fp32":
+        net = _torch_net(base_dir, tensors)
+        version = _version(delta_version, "torch-fp32")
 
-    net.encoder.load_state_dict(apply_delta(encoder.state_dict(), tensors))
-    net.head.load_state_dict({"weight": tensors["head.weight"], "bias": tensors["head.bias"]})
-    net.eval()
-    if int8:
-        net = _quantize(net)
-    return SentimentModel(net, load_tokenizer(base_dir), config, version, int8=int8,
+        def run_torch(encoded: list[list[int]]) -> list[list[float]]:
+            from models.sentiment.net import pad_batch
+
+            with torch.inference_mode():
+                ids, mask = pad_batch(encoded, pad_id)
+                return torch.softmax(net(ids, mask).double(), dim=-1).tolist()
+
+        return SentimentModel(run_torch, tokenizer, config, version, backend=backend, net=net,
+                              load_seconds=time.perf_counter() - started)
+
+    import numpy as np
+
+    from models.sentiment import runtime
+
+    calibration = runtime.calibration_texts((directory or WEIGHTS_DIR) / runtime.CALIBRATION_FILE)
+    texts_hash = hashlib.sha256("\n".join(calibration).encode()).hexdigest()[:12]
+    version = _version(delta_version, f"{runtime.RECIPE}-ort{runtime.ort_version()}-calibration{texts_hash}")
+    path = runtime.cache_file(cache_dir, version) if cache_dir else None
+    session = None
+    if path is not None and path.is_file():
+        try:
+            session = runtime.open_session(path, 1)
+        except Exception as exc:  # a damaged cache file: built again below
+            log.warning("sentiment: rebuilding the int8 graph, %s could not be loaded (%s)", path, exc)
+    if session is None:
+        with tempfile.TemporaryDirectory(prefix="sentiment-int8-") as tmp:
+            target = path or Path(tmp) / "model.onnx"
+            runtime.build_int8(_torch_net(base_dir, tensors), tokenizer, TOKEN_BUDGET, calibration, target)
+            session = runtime.open_session(target, 1)  # the graph is in memory from here: tmp may go
+
+    def run_int8(encoded: list[list[int]]) -> list[list[float]]:
+        logits = runtime.logits(session, *runtime.pad(encoded, pad_id)).astype(np.float64)
+        logits -= logits.max(axis=1, keepdims=True)
+        exp = np.exp(logits)
+        return (exp / exp.sum(axis=1, keepdims=True)).tolist()
+
+    return SentimentModel(run_int8, tokenizer, config, version, backend=backend, workers=threads,
                           load_seconds=time.perf_counter() - started)
 
 
-def _quantize(net: Any) -> Any:
-    """Dynamic int8 quantization of the encoder's linear layers (the head stays fp32)."""
-    import warnings
+def _torch_net(base_dir: Path, tensors: dict[str, Any]) -> Any:
+    from models.sentiment.delta import apply_delta
+    from models.sentiment.net import SentimentNet, load_encoder
 
-    import torch
-    from torch import nn
+    encoder = load_encoder(base_dir)
+    net = SentimentNet(encoder, dropout=0.0)
+    net.encoder.load_state_dict(apply_delta(encoder.state_dict(), tensors))
+    net.head.load_state_dict({"weight": tensors["head.weight"], "bias": tensors["head.bias"]})
+    return net.eval()
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # torch.ao.quantization deprecation notice
-        net.encoder = torch.ao.quantization.quantize_dynamic(net.encoder, {nn.Linear}, dtype=torch.qint8)
-    return net
+
+def _version(delta_version: str, backend: str) -> str:
+    return hashlib.sha256(f"{delta_version}:{backend}".encode()).hexdigest()[:12]
 
 
 _cached: SentimentModel | None = None
 _cache_lock = threading.Lock()
 
 
-def load_model(*, threads: int | None = None) -> SentimentModel:
-    """The shipped model, built on first call and shared for the rest of the process."""
+def load_model(*, threads: int | None = None, cache_dir: Path | None = None) -> SentimentModel:
+    """The shipped model (int8 backend), built on first call and shared for the rest of the process.
+
+    `cache_dir` keeps the built int8 graph between processes (the pipeline passes the data home's models/)."""
     global _cached
     with _cache_lock:
         if _cached is None:
-            _cached = build_model(threads=threads)
+            _cached = build_model(threads=threads, cache_dir=cache_dir)
         elif threads:
             import torch
 

@@ -42,7 +42,7 @@ def articles(context: dg.AssetExecutionContext, warehouse: WarehouseResource) ->
     from pipeline.enrich import enrich_articles
 
     settings = get_settings()
-    model = load_model(threads=settings.sentiment_threads or None)
+    model = load_model(threads=settings.sentiment_threads or None, cache_dir=settings.models_dir)
     tagger = get_tagger()
     with warehouse.connect() as con:
         report = enrich_articles(con, model, article_text, tagger)

@@ -24,9 +24,10 @@ def eval_command(
     from models.sentiment import ModelLoadError
     from models.sentiment.evaluate import evaluate, format_report
     from pipeline.commands.output import emit_json, fail
+    from warehouse.config import get_settings
 
     try:
-        result = evaluate(data, baselines=baselines, holdout=holdout)
+        result = evaluate(data, baselines=baselines, holdout=holdout, cache_dir=get_settings().models_dir)
     except (FileNotFoundError, ValueError, ModelLoadError) as exc:
         fail(str(exc))
         return
