@@ -122,13 +122,20 @@ def test_the_browser_pid_is_found_behind_a_launcher_script(tmp_path: Path) -> No
     marker = f"--cryptowire-test={uuid.uuid4().hex}"
     proc = subprocess.Popen([str(launcher), marker])
     try:
+        def program(pid: int | None) -> bytes | None:
+            try:
+                return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0] if pid else None
+            except OSError:
+                return None
+
+        # until the script's child has exec'd python (a forked shell briefly carries the same arguments)
         deadline = time.monotonic() + 10
         pid = procmem.find_by_arg(marker)
-        while (pid is None or pid == proc.pid) and time.monotonic() < deadline:
+        while program(pid) != sys.executable.encode() and time.monotonic() < deadline:
             time.sleep(0.05)
             pid = procmem.find_by_arg(marker)
         assert pid is not None and pid != proc.pid
-        assert Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0] == sys.executable.encode()
+        assert program(pid) == sys.executable.encode()
     finally:
         for child in reversed(procmem.descendants(proc.pid)):
             with contextlib.suppress(OSError):
