@@ -85,8 +85,10 @@ async def render(pool: BrowserPool, policy: Policy, params: PdfParams, deadline:
     try:
         try:
             async with asyncio.timeout_at(deadline):
+                # The fetcher's own timeout is a safety net set past the deadline: were it equal, it could fire
+                # first on a busy machine and turn a page that never answers into a 502 instead of a 504.
                 main = await fetcher.fetch(
-                    "GET", params.url, {"accept": ACCEPT_HTML}, timeout=max(0.1, deadline - loop.time())
+                    "GET", params.url, {"accept": ACCEPT_HTML}, timeout=max(0.1, deadline - loop.time()) + 1.0
                 )
         except TimeoutError:
             raise deadline_error(params, "fetching the page") from None
