@@ -109,7 +109,8 @@ def build_model(directory: Path | None = None, *, threads: int | None = None, ba
     """Build a model from the base package and the delta in `directory` (uncached; see `load_model`).
 
     `backend="int8"` (default) runs the network in ONNX Runtime with int8 matrix products; its graph is built on
-    first use (about 10 s) and kept in `cache_dir` when given. `backend="fp32"` runs the torch network as trained.
+    first use (about 15 s on 2 cores) and kept in `cache_dir` when given. `backend="fp32"` runs the torch network
+    as trained.
     `model_version` covers the delta, its config and the backend (with the ONNX Runtime version for int8): a
     change of any of them re-scores articles."""
     if backend not in BACKENDS:
