@@ -8,8 +8,10 @@ version, this recipe and the ONNX Runtime version.
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
+import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -81,8 +83,7 @@ class _Calibration:
 
 def build_int8(net: Any, tokenizer: Any, max_tokens: int, calibration: list[str], out: Path) -> None:
     """Export ``net`` (eval mode) to ONNX and write its int8 form, calibrated on ``calibration``, to ``out``."""
-    import logging
-
+    import onnx
     import torch
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
 
@@ -90,10 +91,11 @@ def build_int8(net: Any, tokenizer: Any, max_tokens: int, calibration: list[str]
     with tempfile.TemporaryDirectory(prefix="sentiment-onnx-", dir=out.parent) as tmp:
         fp32 = Path(tmp) / "fp32.onnx"
         example = (torch.ones((2, 8), dtype=torch.long), torch.ones((2, 8), dtype=torch.long))
-        import warnings
-
         with warnings.catch_warnings(), torch.inference_mode():
-            warnings.simplefilter("ignore")  # tracer notices about shape-dependent Python branches: batch/length stay dynamic
+            # The tracer warns about two shape-dependent branches in transformers' masking; both take the same
+            # way for every input here (mask as long as the ids, at least [CLS] and [SEP]), and the tests
+            # check batch-vs-single agreement and agreement with the torch network.
+            warnings.simplefilter("ignore")
             torch.onnx.export(
                 net, example, str(fp32), input_names=["input_ids", "attention_mask"], output_names=["logits"],
                 dynamic_axes={"input_ids": {0: "batch", 1: "tokens"}, "attention_mask": {0: "batch", 1: "tokens"},
@@ -102,8 +104,6 @@ def build_int8(net: Any, tokenizer: Any, max_tokens: int, calibration: list[str]
             )
         # The feed-forward output products stay fp32: their inputs (GELU outputs) are long-tailed, and one fixed
         # uint8 scale for them moved 7 % of labels away from the float model; without them, 3 % (MODEL_CARD.md).
-        import onnx
-
         keep_fp32 = [node.name for node in onnx.load(str(fp32)).graph.node
                      if node.op_type == "MatMul" and "/output/dense/" in node.name and "/attention/" not in node.name]
         quiet = logging.getLogger()
