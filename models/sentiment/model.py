@@ -166,6 +166,8 @@ def build_model(directory: Path | None = None, *, threads: int | None = None, ba
         except Exception as exc:  # a damaged cache file: built again below
             log.warning("sentiment: rebuilding the int8 graph, %s could not be loaded (%s)", path, exc)
     if session is None:
+        log.info("sentiment: building the int8 graph of model %s (once; about 15 s)%s", version,
+                 f", kept in {cache_dir}" if cache_dir else "")
         with tempfile.TemporaryDirectory(prefix="sentiment-int8-") as tmp:
             target = path or Path(tmp) / "model.onnx"
             runtime.build_int8(_torch_net(base_dir, tensors), tokenizer, TOKEN_BUDGET, calibration, target)
