@@ -88,11 +88,8 @@ class SentimentNet(nn.Module):
 
 
 def pad_batch(encoded: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-pad token id lists to the longest in the batch (dynamic padding)."""
-    width = max(len(ids) for ids in encoded)
-    input_ids = torch.full((len(encoded), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(encoded), width), dtype=torch.long)
-    for i, ids in enumerate(encoded):
-        input_ids[i, : len(ids)] = torch.tensor(ids, dtype=torch.long)
-        mask[i, : len(ids)] = 1
-    return input_ids, mask
+    """Right-pad token id lists to the longest in the batch (dynamic padding), as torch tensors."""
+    from models.sentiment.runtime import pad
+
+    input_ids, mask = pad(encoded, pad_id)  # int64 arrays: torch.long without a copy
+    return torch.from_numpy(input_ids), torch.from_numpy(mask)
