@@ -69,7 +69,7 @@ class Settings(BaseSettings):
 
     # --- html-to-pdf -----------------------------------------------------------
     chromium_path: Path = Field(
-        default_factory=lambda: default_chromium(),
+        default_factory=default_chromium,
         description="Chromium binary for PDF rendering (default: Debian's headless shell if installed, else chromium).",
     )
     pdf_concurrency: int = Field(default=0, description="Pages rendered at once (0: number of cores).")

@@ -69,10 +69,6 @@ class SentimentModel:
         self.batch_size = BATCH_SIZE
         self._lock = threading.Lock()  # one predict() at a time: its batches already use every core
 
-    @property
-    def int8(self) -> bool:
-        return self.backend == "int8"
-
     def __repr__(self) -> str:
         return f"SentimentModel(version={self.version!r}, backend={self.backend!r}, max_tokens={self.max_tokens})"
 
@@ -119,7 +115,13 @@ def build_model(directory: Path | None = None, *, threads: int | None = None, ba
     import torch
 
     from models.sentiment.delta import WEIGHTS_DIR, read_delta
-    from models.sentiment.net import base_model_dir, base_package_version, base_weights_sha256, load_tokenizer
+    from models.sentiment.net import (
+        base_model_dir,
+        base_package_version,
+        base_weights_sha256,
+        load_tokenizer,
+        pad_batch,
+    )
 
     threads = threads or _cores()
     torch.set_num_threads(threads)
@@ -142,8 +144,6 @@ def build_model(directory: Path | None = None, *, threads: int | None = None, ba
         version = _version(delta_version, "torch-fp32")
 
         def run_torch(encoded: list[list[int]]) -> list[list[float]]:
-            from models.sentiment.net import pad_batch
-
             with torch.inference_mode():
                 ids, mask = pad_batch(encoded, pad_id)
                 return torch.softmax(net(ids, mask).double(), dim=-1).tolist()
