@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -10,6 +12,15 @@ from pathlib import Path
 import duckdb
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+# How long an open waits for another process's lock on the file to go: a writer outwaits a short query
+# (`cryptowire sql`), a reader a writer that opens the file only between assets.
+WRITER_LOCK_WAIT = 30.0
+READER_LOCK_WAIT = 2.0
+
+
+class WarehouseLocked(duckdb.IOException):
+    """Another process holds the warehouse file. A subclass of DuckDB's own error, so existing handlers still
+    catch it; its message says who holds the file and what to do."""
 
 
 def migrations() -> list[tuple[int, str, str]]:
@@ -45,18 +56,54 @@ def migrate(con: duckdb.DuckDBPyConnection) -> list[str]:
     return applied
 
 
-def connect(path: Path | str, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    """Open the warehouse; read-write connections are migrated to the latest schema first."""
+def _locked(path: Path, read_only: bool, exc: duckdb.IOException, waited: float) -> WarehouseLocked:
+    found = re.search(r"PID (\d+)", str(exc))
+    holder = f"another process (PID {found.group(1)})" if found else "another process"
+    if read_only:
+        advice = ("it is being written, most likely by a running materialization; retry when the run has finished, "
+                  "or read the latest serving snapshot instead (`cryptowire sql --snapshot ...`)")
+    else:
+        advice = ("DuckDB lets no process write while another has the file open, even read-only; close that "
+                  "connection (a notebook, the duckdb CLI), then retry. To query while the pipeline runs, read the "
+                  "latest serving snapshot instead (`cryptowire sql --snapshot ...`, or the file "
+                  "snapshots/CURRENT names)")
+    return WarehouseLocked(f"the warehouse {path} is held by {holder} (waited {waited:.0f} s): {advice}")
+
+
+def _open(path: Path, read_only: bool, wait: float) -> duckdb.DuckDBPyConnection:
+    started = time.monotonic()
+    delay = 0.05
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only)
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower():
+                raise
+            waited = time.monotonic() - started
+            if waited >= wait:
+                raise _locked(path, read_only, exc, waited) from exc
+            time.sleep(min(delay, max(0.0, wait - waited)))
+            delay = min(1.0, delay * 2)
+
+
+def connect(
+    path: Path | str, *, read_only: bool = False, lock_wait: float | None = None
+) -> duckdb.DuckDBPyConnection:
+    """Open the warehouse; read-write connections are migrated to the latest schema first.
+
+    While another process holds the file, the open retries for ``lock_wait`` seconds (default: 30 for a writer,
+    2 for a reader), then raises ``WarehouseLocked`` naming the holder and what to do.
+    """
     path = Path(path)
     if read_only:
         if not path.exists():
             raise FileNotFoundError(
                 f"no warehouse at {path}: run `cryptowire materialize` first (or set CRYPTOWIRE_HOME)"
             )
-        con = duckdb.connect(str(path), read_only=True)
+        con = _open(path, True, READER_LOCK_WAIT if lock_wait is None else lock_wait)
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
-        con = duckdb.connect(str(path))
+        con = _open(path, False, WRITER_LOCK_WAIT if lock_wait is None else lock_wait)
         migrate(con)
     con.execute("SET TimeZone = 'UTC'")
     return con

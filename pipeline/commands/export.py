@@ -21,16 +21,13 @@ TABLES = (
 
 def export_table(warehouse: Path, table: str, fmt: str, out: Path) -> int:
     """Copy one table to ``out``; returns the row count. Opens the warehouse read-only."""
-    import duckdb
 
     from warehouse import db
 
     try:
         con = db.connect(warehouse, read_only=True)
-    except duckdb.IOException as exc:
-        raise RuntimeError(
-            f"the warehouse is locked by a running materialization ({exc}); retry when the run has finished"
-        ) from exc
+    except db.WarehouseLocked as exc:
+        raise RuntimeError(str(exc)) from exc
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         options = "(FORMAT parquet, COMPRESSION zstd)" if fmt == "parquet" else "(FORMAT csv, HEADER true)"

@@ -1,0 +1,71 @@
+"""Another process holding the warehouse file: opens wait a little, then fail with an error that says what to do."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from warehouse import db
+
+HOLD = """
+import sys, time, duckdb
+con = duckdb.connect(sys.argv[1], read_only=sys.argv[2] == "ro")
+print("holding", flush=True)
+time.sleep(float(sys.argv[3]))
+"""
+
+
+def hold(path: Path, mode: str, seconds: float) -> subprocess.Popen[str]:
+    """Another process (DuckDB locks are per process) that opens the file and keeps it open."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(path), mode, str(seconds)],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "holding"
+    return proc
+
+
+@pytest.fixture()
+def warehouse(tmp_path: Path) -> Path:
+    path = tmp_path / "warehouse.duckdb"
+    db.connect(path).close()  # created and migrated
+    return path
+
+
+def test_a_reader_in_another_process_makes_the_writer_fail_with_advice(warehouse: Path) -> None:
+    reader = hold(warehouse, "ro", 60)
+    try:
+        started = time.monotonic()
+        with pytest.raises(db.WarehouseLocked) as err:
+            db.connect(warehouse, lock_wait=0.5)
+        assert time.monotonic() - started >= 0.5  # it waited before giving up
+        message = str(err.value)
+        assert f"PID {reader.pid}" in message
+        assert "close that connection" in message and "--snapshot" in message
+    finally:
+        reader.kill()
+        reader.wait()
+
+
+def test_the_writer_proceeds_once_the_reader_lets_go(warehouse: Path) -> None:
+    reader = hold(warehouse, "ro", 1.0)
+    try:
+        con = db.connect(warehouse, lock_wait=30)  # waits out the reader, then opens and migrates
+        assert con.execute("SELECT count(*) FROM schema_migrations").fetchall()[0][0] >= 1
+        con.close()
+    finally:
+        reader.kill()
+        reader.wait()
+
+
+def test_a_reader_during_a_write_is_told_to_read_the_snapshot(warehouse: Path) -> None:
+    writer = hold(warehouse, "rw", 60)
+    try:
+        with pytest.raises(db.WarehouseLocked) as err:
+            db.connect(warehouse, read_only=True, lock_wait=0.2)
+        assert f"PID {writer.pid}" in str(err.value) and "running materialization" in str(err.value)
+    finally:
+        writer.kill()
+        writer.wait()
