@@ -19,11 +19,12 @@ from warehouse.db import transaction, utcnow
 
 RAW_COLUMNS = (
     "id, source_name, feed_url, url, title, summary, content_html, authors, categories, image_url, "
-    "published_at, fetched_at, language, content_hash"
+    "published_at, date_inferred, fetched_at, language, content_hash"
 )
 
 # New articles come in; an article whose content changed is refreshed and loses its scores and tags
-# (they are recomputed below). Unchanged articles are left alone.
+# (they are recomputed below). A corrected date (a later fetch found the real one) is copied without re-scoring.
+# Unchanged articles are left alone.
 SYNC_SQL = f"""
 INSERT INTO articles ({RAW_COLUMNS})
 SELECT {RAW_COLUMNS} FROM raw_articles
@@ -31,9 +32,13 @@ ON CONFLICT (id) DO UPDATE SET
     source_name = excluded.source_name, feed_url = excluded.feed_url, url = excluded.url,
     title = excluded.title, summary = excluded.summary, content_html = excluded.content_html,
     authors = excluded.authors, categories = excluded.categories, image_url = excluded.image_url,
-    published_at = excluded.published_at, language = excluded.language,
-    content_hash = excluded.content_hash, model_version = NULL, tagger_version = NULL
+    published_at = excluded.published_at, date_inferred = excluded.date_inferred, language = excluded.language,
+    model_version = CASE WHEN articles.content_hash = excluded.content_hash THEN articles.model_version END,
+    tagger_version = CASE WHEN articles.content_hash = excluded.content_hash THEN articles.tagger_version END,
+    content_hash = excluded.content_hash
 WHERE articles.content_hash <> excluded.content_hash
+   OR articles.published_at <> excluded.published_at
+   OR articles.date_inferred IS DISTINCT FROM excluded.date_inferred
 """
 
 CHUNK = 4096  # rows scored and written per step: bounds memory on a large backfill

@@ -104,3 +104,48 @@ def test_enrichment_is_one_transaction(tmp_path: Path, model) -> None:
         enrich_articles(con, model, article_text, Broken())
     assert con.execute("SELECT count(*) FROM articles").fetchall()[0][0] == 0
     con.close()
+
+
+def test_a_corrected_date_reaches_articles_without_rescoring(tmp_path: Path, model, tagger) -> None:
+    from models.sentiment import article_text
+
+    con = db.connect(tmp_path / "w.duckdb")
+    _raw(con, [("a1", "Bitcoin soars to record high as ETF inflows surge", "")])
+    # first seen undated: published_at is the fetch time, flagged as inferred
+    con.execute("UPDATE raw_articles SET published_at = fetched_at, date_inferred = true WHERE id = 'a1'")
+    enrich_articles(con, model, article_text, tagger)
+    assert con.execute("SELECT published_at, date_inferred FROM articles").fetchall() == [
+        (datetime(2026, 11, 1, 10, 5), True)
+    ]
+    # a later fetch carried the real date (same content): the date follows, the scores stay
+    con.execute("UPDATE raw_articles SET published_at = TIMESTAMP '2026-11-01 09:30:00', date_inferred = false")
+    again = enrich_articles(con, model, article_text, tagger)
+    assert (again.scored, again.tagged) == (0, 0)
+    assert con.execute("SELECT published_at, date_inferred, sentiment FROM articles").fetchall() == [
+        (datetime(2026, 11, 1, 9, 30), False, "positive")
+    ]
+    con.close()
+
+
+def test_migration_backfills_date_inferred_on_an_existing_warehouse(tmp_path: Path) -> None:
+    import duckdb
+
+    path = tmp_path / "old.duckdb"
+    old = duckdb.connect(str(path))  # the schema as it was before migration 0004
+    old.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name VARCHAR, applied_at TIMESTAMP)")
+    for version, name, sql in db.migrations():
+        if version < 4:
+            old.execute(sql)
+            old.execute("INSERT INTO schema_migrations VALUES (?, ?, now()::TIMESTAMP)", [version, name])
+    _raw(old, [("a1", "Undated headline", ""), ("a2", "Dated headline", "")])
+    old.execute("UPDATE raw_articles SET date_inferred = true WHERE id = 'a1'")
+    old.execute(
+        "INSERT INTO articles (id, source_name, feed_url, url, title, summary, content_html, authors, categories,"
+        " image_url, published_at, fetched_at, language, content_hash) SELECT id, source_name, feed_url, url, title,"
+        " summary, content_html, authors, categories, image_url, published_at, fetched_at, language, content_hash"
+        " FROM raw_articles"
+    )
+    old.close()
+    con = db.connect(path)
+    assert con.execute("SELECT id, date_inferred FROM articles ORDER BY id").fetchall() == [("a1", True), ("a2", False)]
+    con.close()

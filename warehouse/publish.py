@@ -40,6 +40,7 @@ SELECT
     (row_number() OVER (ORDER BY published_at DESC, id DESC) - 1)::BIGINT AS pos,
     id,
     published_at,
+    coalesce(date_inferred, false) AS date_inferred,
     title,
     summary AS text,
     CASE lower(sentiment)
