@@ -180,3 +180,13 @@ def test_eval_command_rejects_a_csv_without_labels(tmp_path: Path) -> None:
     result = CliRunner().invoke(_cli(), ["sentiment", "eval", "--data", str(tmp_path / "bad.csv")])
     assert result.exit_code != 0
     assert "missing column(s) label, text" in result.output
+
+
+def test_eval_holdout_refuses_a_csv_that_is_not_cryptolin(tmp_path: Path) -> None:
+    # no `id` column: rows are numbered by line, and some line numbers are held-out ids by accident
+    _write_csv(tmp_path / "other.csv", [(f"Headline number {i}", "neutral") for i in range(60)])
+    result = CliRunner().invoke(
+        _cli(), ["sentiment", "eval", "--data", str(tmp_path / "other.csv"), "--holdout", "--no-baselines"]
+    )
+    assert result.exit_code != 0
+    assert "this CSV is not CryptoLin" in result.output and "drop --holdout" in result.output

@@ -61,10 +61,18 @@ def evaluate(data: str | Path, *, baselines: bool = True, holdout: bool = False,
     rows = read_labelled_csv(data)
     train, valid = cryptolin_splits()
     if holdout:
-        valid_ids = {e.id for e in valid}
-        rows = [r for r in rows if r.id in valid_ids]
+        valid_texts = {e.id: e.text.strip() for e in valid}
+        rows = [r for r in rows if r.id in valid_texts]
         if not rows:
             raise ValueError(f"{data}: no row has an `id` of the CryptoLin held-out split; drop --holdout")
+        # ids alone could match by accident (a CSV without an `id` column numbers its rows by line)
+        stray = next((r for r in rows if r.text.strip() != valid_texts[r.id]), None)
+        if stray is not None:
+            raise ValueError(
+                f"{data}: --holdout keeps the CryptoLin held-out rows by `id`, but the row with id {stray.id!r} "
+                "does not have CryptoLin's text for that id: this CSV is not CryptoLin (or has no `id` column); "
+                "drop --holdout to evaluate on all of its rows"
+            )
     texts, gold = [r.text for r in rows], [r.label for r in rows]
     train_texts = {e.text.strip().lower() for e in train}
 
