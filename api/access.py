@@ -12,9 +12,30 @@ import hmac
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
 from api.errors import ApiError
 
 APIS = ("news", "events", "pdf")
+ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+
+
+def missing_key_routes(template: str, graphql: bool) -> list[BaseRoute]:
+    """``/crypto-news`` and ``/crypto-news/`` for ``template`` ``/crypto-news/{accessKey}``: a 401 in the API's own
+    JSON shape that says the key is missing, instead of the router's bare text 404."""
+    error = ApiError(
+        401, "UNAUTHENTICATED",
+        f"the access key is missing: call {template} with your key as the last path segment "
+        "(`cryptowire keys create` makes one)",
+    )
+
+    async def endpoint(request: Request) -> Response:
+        return error.graphql_response() if graphql else error.rest_response()
+
+    base = template.rsplit("/", 1)[0]
+    return [Route(path, endpoint, methods=ALL_METHODS) for path in (base, base + "/")]
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ costs 121; ``{ usage { plan } }`` costs 0; the same field under two aliases is c
 expanded and ``@skip`` / ``@include`` honoured with the request's variables.
 
 Bad input that leaves the cost unknown is refused here, before anything is charged (400 ``BAD_USER_INPUT``):
-``first``/``last`` above ``MAX_PAGE`` (100), negative, or both on one connection.
+``first``/``last`` outside 1..``MAX_PAGE`` (100), or both on one connection.
 """
 
 from __future__ import annotations
@@ -55,9 +55,11 @@ def page_size(field_name: str, args: dict[str, Any]) -> int:
             continue
         if value > MAX_PAGE:
             raise ApiError(400, "BAD_USER_INPUT", f"Requesting {value} records exceeds the `{name}` limit of {MAX_PAGE}")
-        if value < 0:
+        if value < 1:  # 0 would return an empty page with hasNextPage true and no cursor: a paging loop never ends
             raise ApiError(
-                400, "BAD_USER_INPUT", f"`{name}` on the `{field_name}` connection cannot be negative (got {value})"
+                400, "BAD_USER_INPUT",
+                f"`{name}` on the `{field_name}` connection must be from 1 to {MAX_PAGE} (got {value}); "
+                f"omit it for the default of {DEFAULT_PAGE}",
             )
     if first is not None:
         return int(first)

@@ -176,9 +176,9 @@ Usage = GraphQLObjectType(
 def _page_args() -> dict[str, GraphQLArgument]:
     return {
         "after": GraphQLArgument(GraphQLString, description="A cursor, or an ISO date/timestamp: strictly older items."),
-        "first": GraphQLArgument(GraphQLInt, description="Items from the start (default 10, at most 100)."),
+        "first": GraphQLArgument(GraphQLInt, description="Items from the start: 1 to 100 (default 10)."),
         "before": GraphQLArgument(GraphQLString, description="A cursor, or an ISO date/timestamp: strictly newer items."),
-        "last": GraphQLArgument(GraphQLInt, description="Items from the end (at most 100); not with `first`."),
+        "last": GraphQLArgument(GraphQLInt, description="Items from the end: 1 to 100; not with `first`."),
     }
 
 

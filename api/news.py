@@ -25,7 +25,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from api.access import Caller, Charge
+from api.access import ALL_METHODS, Caller, Charge, missing_key_routes
 from api.cost import query_cost
 from api.errors import ApiError
 from api.gql_documents import DocumentCache
@@ -92,10 +92,11 @@ class NewsComponent:
     # ------------------------------------------------------------------------------------------- routes
 
     def routes(self) -> list[BaseRoute]:
-        methods = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
         out: list[BaseRoute] = [
-            Route(path, self._endpoint(api), methods=methods, name=f"graphql-{api}") for path, api in PATHS.items()
+            Route(path, self._endpoint(api), methods=ALL_METHODS, name=f"graphql-{api}") for path, api in PATHS.items()
         ]
+        for path in PATHS:
+            out.extend(missing_key_routes(path, graphql=True))
         out.append(Route("/readyz", self.readyz, methods=["GET"]))
         out.append(Mount(ASSETS, app=StaticFiles(directory=STATIC / "graphiql"), name="graphiql-assets"))
         return out

@@ -1,6 +1,6 @@
 """``GET /``: a small read-only overview page, server-rendered, with no external assets and no script.
 
-What it shows comes from the served snapshot: freshness (publication time and age, newest article, row counts),
+What it shows comes from the served snapshot: freshness (publication time and age, newest dated article, row counts),
 articles per source per day over the last 14 days of the data, the daily mean sentiment of the 5 most mentioned
 tickers over the last 30 days of the data (an inline SVG chart), and the 10 latest prediction events.
 
@@ -93,7 +93,9 @@ class Facts:
     created_at: datetime
     articles: int
     events: int
-    newest: datetime | None
+    newest: datetime | None  # the first item in serving order: an undated item counts at its fetch time
+    newest_dated: datetime | None  # as `cryptowire status`: undated items left out; None if not told apart
+    dated: bool  # the snapshot tells undated items apart (its news table has date_inferred)
     oldest: datetime | None
     sources: int
     tickers: int
@@ -111,9 +113,13 @@ def compute(snap: Snapshot) -> Facts:
     with snap.reader() as reader:
         con = reader.con
         created_at = con.execute("SELECT created_at FROM snapshot_info").fetchall()[0][0]
-        newest = oldest = None
+        newest = oldest = newest_dated = None
+        # Snapshots published before the column existed cannot tell undated items apart: the page says so then.
+        dated = bool(con.execute("SELECT 1 FROM pragma_table_info('news') WHERE name = 'date_inferred'").fetchall())
         if snap.articles:
             newest = con.execute("SELECT published_at FROM news WHERE pos = 0").fetchall()[0][0]
+            if dated:
+                newest_dated = con.execute("SELECT max(published_at) FROM news WHERE NOT date_inferred").fetchall()[0][0]
             oldest = con.execute("SELECT published_at FROM news WHERE pos = ?", [snap.articles - 1]).fetchall()[0][0]
         counts = dict(con.execute("SELECT kind, count(*) FROM filter_values GROUP BY kind").fetchall())
         heatmap_html = chart_html = ""
@@ -143,6 +149,7 @@ def compute(snap: Snapshot) -> Facts:
         ).fetchall()
     return Facts(
         name=snap.name, created_at=created_at, articles=snap.articles, events=snap.events, newest=newest,
+        newest_dated=newest_dated, dated=dated,
         oldest=oldest, sources=int(counts.get("newsSources", 0)), tickers=int(counts.get("tickers", 0)),
         topics=int(counts.get("newsTopics", 0)), heatmap_html=heatmap_html, chart_html=chart_html,
         latest_events=[(str(t), d, list(tags or []), u) for t, d, tags, u in events],
@@ -188,7 +195,8 @@ def render_heatmap(days: list[date], rows: Iterable[tuple[str, date, int]]) -> s
         for _, by_day in ranked[HEATMAP_SOURCES:]:
             for day, n in by_day.items():
                 other[day] = other.get(day, 0) + n
-        shown.append((f"{len(ranked) - HEATMAP_SOURCES} other sources", other))
+        rest = len(ranked) - HEATMAP_SOURCES
+        shown.append((f"{rest} other source{'s' if rest != 1 else ''}", other))
     peak = max(n for _, by_day in shown for n in by_day.values())
     head = "".join(f"<th scope=col>{d:%m-%d}</th>" for d in days)
     out = [f"<table class=heat><thead><tr><th scope=col>source</th>{head}<th scope=col>total</th></tr></thead><tbody>"]
@@ -258,7 +266,8 @@ def render_chart(days: list[date], rows: Iterable[tuple[str, int, date, float, i
                        f"{d:%Y-%m-%d}: {mean:+.3f} over {n} article{'s' if n != 1 else ''}</title></circle>")
         lx = left + k * (pw / CHART_TICKERS)  # legend across the top
         out.append(f'<rect x="{lx:.0f}" y="12" width="14" height="14" rx="2" fill="{color}"/>')
-        out.append(f'<text x="{lx + 20:.0f}" y="24" fill="#222">{e(ticker)} ({mentions:,} mentions)</text>')
+        out.append(f'<text x="{lx + 20:.0f}" y="24" fill="#222">{e(ticker)} ({mentions:,} '
+                   f"mention{'s' if mentions != 1 else ''})</text>")
     out.append("</svg>")
     return "".join(out)
 
@@ -342,13 +351,22 @@ def _age_class(seconds: float) -> str:
     return "ok" if seconds <= FRESH_SECONDS else ("warn" if seconds <= 6 * 3600 else "stale")
 
 
+def newest_card(facts: Facts, now: datetime) -> tuple[str, str, str]:
+    """The newest dated article, as `cryptowire status` counts it: an undated item carries its fetch time, so one
+    would make stale feeds look fresh. An older snapshot cannot tell them apart: the label says what it shows."""
+    if facts.dated:
+        label, at, none = "newest dated article", facts.newest_dated, "no dated articles"
+    else:
+        label, at, none = "newest item (fetch time if undated)", facts.newest, "no articles yet"
+    return label, fmt_time(at), f"{fmt_age((now - at).total_seconds())} ago" if at else none
+
+
 def render_overview(facts: Facts, now: datetime) -> str:
     snap_age = (now - facts.created_at).total_seconds()
     cards = [
         ("snapshot published", fmt_time(facts.created_at),
          f'<span class="{_age_class(snap_age)}">{fmt_age(snap_age)} ago</span>'),
-        ("newest article", fmt_time(facts.newest),
-         f"{fmt_age((now - facts.newest).total_seconds())} ago" if facts.newest else "no articles yet"),
+        newest_card(facts, now),
         ("articles", f"{facts.articles:,}", f"since {facts.oldest:%Y-%m-%d}" if facts.oldest else ""),
         ("prediction events", f"{facts.events:,}", ""),
         ("sources", f"{facts.sources:,}", f"{facts.topics:,} topic{'s' if facts.topics != 1 else ''}"),
@@ -361,7 +379,8 @@ def render_overview(facts: Facts, now: datetime) -> str:
         f"<section><h2>Pipeline freshness</h2><div class=cards>{card_html}</div>"
         f"<p class=muted>Serving snapshot <code>{e(facts.name)}</code>; all times UTC.</p></section>"
         f"<section><h2>Articles per source per day</h2><p class=muted>The last {HEATMAP_DAYS} days of the data, "
-        f"up to its newest article.</p><div class=scroll>{facts.heatmap_html or '<p class=muted>No articles yet.</p>'}"
+        "up to its newest item; an item without a date counts on the day it was fetched.</p>"
+        f"<div class=scroll>{facts.heatmap_html or '<p class=muted>No articles yet.</p>'}"
         "</div></section>"
         f"<section><h2>Sentiment of the top {CHART_TICKERS} tickers</h2><p class=muted>Daily mean "
         f"<code>sentiment_score</code> of the articles mentioning each of the {CHART_TICKERS} most mentioned tickers, "

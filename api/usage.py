@@ -11,8 +11,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
+from api.access import missing_key_routes
 from api.errors import ApiError
 
+PATH = "/api/usage/{accessKey}"
 USAGE_API = "usage"
 DEFAULT_DAYS = 7
 MAX_DAYS = 90
@@ -46,4 +48,4 @@ def routes(state: Any) -> list[BaseRoute]:
             return exc.rest_response(access.headers(caller))
         return JSONResponse(body, headers=access.headers(caller))
 
-    return [Route("/api/usage/{accessKey}", usage, methods=["GET"])]
+    return [Route(PATH, usage, methods=["GET"]), *missing_key_routes(PATH, graphql=False)]

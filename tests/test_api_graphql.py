@@ -146,11 +146,60 @@ def test_first_and_last_limits(server: ApiServer) -> None:
     r = post(server, {"query": "{ cryptoNews(first: 2, last: 2) { edges { cursor } } }"})
     assert r.status_code == 400 and code(r) == "BAD_USER_INPUT" and "both" in r.json()["errors"][0]["message"]
     r = post(server, {"query": "{ cryptoNews(first: -1) { edges { cursor } } }"})
-    assert r.status_code == 400 and code(r) == "BAD_USER_INPUT" and "negative" in r.json()["errors"][0]["message"]
+    assert r.status_code == 400 and code(r) == "BAD_USER_INPUT"
+    assert r.json()["errors"][0]["message"] == (
+        "`first` on the `cryptoNews` connection must be from 1 to 100 (got -1); omit it for the default of 10")
     r = post(server, {"query": "{ cryptoNews(first: 100) { edges { cursor } } }"})
     assert r.status_code == 200 and len(r.json()["data"]["cryptoNews"]["edges"]) == 100
     r = post(server, {"query": "{ cryptoNews { edges { cursor } } }"})
     assert len(r.json()["data"]["cryptoNews"]["edges"]) == 10  # the default
+
+
+def test_page_size_zero_is_refused_and_costs_nothing(tmp_path: Path) -> None:
+    """`first: 0` used to answer hasNextPage true with no endCursor (a paging loop never ended) and cost 1 CU."""
+    home = tmp_path / "home"
+    build(home, Data(make_articles(6, 2), make_events(4)))
+    app = create_app(Settings(home=home, pdf_prewarm=False))  # the real metering
+    _id, key = app.state.cw.access.store.create_key("zero", "pro", ["news", "events"])
+    refused = [
+        ({"query": "{ cryptoNews(first: 0) { pageInfo { hasNextPage endCursor } } }"}, "first", "cryptoNews"),
+        ({"query": "{ cryptoNews(last: 0) { pageInfo { hasPreviousPage startCursor } } }"}, "last", "cryptoNews"),
+        ({"query": "query($n: Int) { predictionEvents(first: $n) { edges { cursor } } }", "variables": {"n": 0}},
+         "first", "predictionEvents"),
+        ({"query": "{ predictionEvents(last: 0) { edges { cursor } } }"}, "last", "predictionEvents"),
+    ]
+    used = "{ usage { cuUsedToday } }"
+    with ApiServer(app) as srv:
+        for body, arg, field in refused:
+            r = post(srv, body, f"/crypto-news/{key}")
+            assert r.status_code == 400 and code(r) == "BAD_USER_INPUT", r.text
+            assert r.json()["errors"][0]["message"] == (
+                f"`{arg}` on the `{field}` connection must be from 1 to 100 (got 0); omit it for the default of 10")
+        assert post(srv, {"query": used}, f"/crypto-news/{key}").json()["data"]["usage"]["cuUsedToday"] == 0
+        ok = post(srv, {"query": "{ cryptoNews(first: 1) { edges { cursor } } }"}, f"/crypto-news/{key}")
+        assert ok.status_code == 200 and ok.headers["X-CU-Cost"] == "2"
+        assert post(srv, {"query": used}, f"/crypto-news/{key}").json()["data"]["usage"]["cuUsedToday"] == 2
+
+
+@pytest.mark.parametrize("method", ["GET", "POST"])
+def test_paths_without_the_key_say_the_key_is_missing(server: ApiServer, method: str) -> None:
+    """Every keyed route, called without its key segment: a 401 in that API's JSON shape, not a text 404."""
+    graphql = {"/crypto-news": "/crypto-news/{accessKey}", "/prediction-events": "/prediction-events/{accessKey}"}
+    rest = {"/api/html-to-pdf": "/api/html-to-pdf/{accessKey}", "/api/usage": "/api/usage/{accessKey}"}
+    for base, template in {**graphql, **rest}.items():
+        for path in (base, base + "/"):
+            r = httpx.request(method, server.url(path), json={"query": "{ usage { plan } }"}, timeout=30)
+            assert r.status_code == 401 and r.headers["content-type"] == "application/json", (path, r.text)
+            body = r.json()
+            if base in graphql:
+                assert body["data"] is None and code(r) == "UNAUTHENTICATED", (path, body)
+                message = body["errors"][0]["message"]
+            else:
+                assert body["error"]["code"] == "UNAUTHENTICATED", (path, body)
+                message = body["error"]["message"]
+            assert message.startswith(f"the access key is missing: call {template} with your key"), (path, message)
+    # Unrelated unknown paths stay plain 404s.
+    assert httpx.request(method, server.url("/crypto-newz/"), timeout=30).status_code == 404
 
 
 def test_document_limits(server: ApiServer) -> None:
@@ -340,8 +389,8 @@ DIFFERENTIAL = [
      {"skip": False, "inc": True}),
     ("""query Q($skip: Boolean!) { cryptoNews(first: 3, tickers: ["SOL"], search: "article") {
           edges { node { id } node { title } } edges @skip(if: $skip) { cursor } } }""", {"skip": True}),
-    ('{ cryptoNews(first: 0) { pageInfo { hasNextPage hasPreviousPage startCursor endCursor } edges { cursor } } }',
-     None),
+    ('{ cryptoNews(first: 3, search: "no article says this") { pageInfo { hasNextPage hasPreviousPage startCursor '
+     'endCursor } edges { cursor } } }', None),
 ]
 
 

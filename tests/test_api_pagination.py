@@ -303,3 +303,14 @@ def test_event_cursor_is_created_at(client: Client, data: Data) -> None:
     shifted = (created + timedelta(milliseconds=1, hours=2)).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "+02:00"
     again = client.execute(GraphQLRequest(EVENTS, variable_values={"first": 3, "after": shifted}))
     assert again["predictionEvents"]["edges"] == result["edges"]
+
+
+def test_a_long_bad_cursor_is_echoed_cut_with_an_ellipsis() -> None:
+    from warehouse.read import decode_news_cursor
+
+    with pytest.raises(ValueError) as long:
+        decode_news_cursor("x" * 100)
+    assert "'" + "x" * 64 + "'…" in str(long.value)
+    with pytest.raises(ValueError) as short:
+        decode_news_cursor("xyz")
+    assert "'xyz' is not a valid news cursor" in str(short.value)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Iterator
@@ -12,6 +13,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import duckdb
 import httpx
 import pytest
 from playwright.sync_api import sync_playwright
@@ -153,7 +155,8 @@ def test_overview_renders_in_chromium(server: ApiServer, browser: Any, data: Dat
         cards = dict(cards)
         assert cards["articles"] == str(len(data.articles))
         assert cards["prediction events"] == str(len(data.events))
-        assert cards["newest article"] == max(a["published_at"] for a in data.articles).strftime("%Y-%m-%d %H:%M UTC")
+        newest = max(a["published_at"] for a in data.articles).strftime("%Y-%m-%d %H:%M UTC")
+        assert cards["newest dated article"] == newest
         assert cards["sources"] == str(len(SOURCES))
 
         # Articles per source per day: every cell as computed from the rows themselves.
@@ -175,7 +178,7 @@ def test_overview_renders_in_chromium(server: ApiServer, browser: Any, data: Dat
         svg_text = page.eval_on_selector("svg.chart", "e => e.textContent")
         assert "day (UTC)" in svg_text and "mean sentiment_score" in svg_text
         legend = page.eval_on_selector_all("svg.chart > text", "els => els.map(e => e.textContent)")
-        legend = [t for t in legend if "mentions" in t]
+        legend = [t for t in legend if "mention" in t]
         assert [t.split(" ")[0] for t in legend] == [t for t, _ in series]
         titles = page.eval_on_selector_all("svg.chart circle title", "els => els.map(e => e.textContent)")
         for ticker, by_day in series:
@@ -206,6 +209,14 @@ def test_overview_renders_in_chromium(server: ApiServer, browser: Any, data: Dat
     finally:
         page.close()
     assert problems == []
+
+
+def test_counts_of_one_are_singular() -> None:
+    day = date(2024, 12, 3)
+    rows = [(f"source {i:02d}", day, 100 - i) for i in range(api.overview.HEATMAP_SOURCES + 1)]
+    assert ">1 other source<" in api.overview.render_heatmap([day], rows)
+    chart = api.overview.render_chart([day - timedelta(days=1), day], [("BTC", 1, day, 0.5, 1), ("ETH", 2, day, 0.1, 2)])
+    assert ">BTC (1 mention)<" in chart and ">ETH (2 mentions)<" in chart
 
 
 def test_user_strings_are_escaped(server: ApiServer, browser: Any) -> None:
@@ -263,6 +274,45 @@ def test_new_snapshot_replaces_the_page(tmp_path: Path, data: Data) -> None:
         after = httpx.get(srv.url("/"), timeout=30)
         assert after.status_code == 200 and "A brand new question?" in after.text
         assert published.name in after.text
+
+
+CARD = re.compile(r"<div class=card><div class=k>(.*?)</div><div class=v>(.*?)</div><div class=s>(.*?)</div></div>")
+
+
+def _cards(srv: ApiServer) -> dict[str, tuple[str, str]]:
+    r = httpx.get(srv.url("/"), timeout=30)
+    assert r.status_code == 200
+    return {k: (v, sub) for k, v, sub in CARD.findall(r.text)}
+
+
+def test_newest_article_leaves_out_undated_items(tmp_path: Path, data: Data) -> None:
+    """An undated item carries its fetch time: it must not make the feeds look fresh (as `cryptowire status`)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    articles = data.articles[:10]
+    undated = {**articles[0], "id": f"a_{999:016x}", "published_at": NEWEST + timedelta(days=3)}
+    con = connect(home / "warehouse.duckdb")
+    try:
+        write(con, Data([*articles, undated], []))
+        con.execute("UPDATE articles SET date_inferred = true WHERE id = ?", [undated["id"]])
+        snapshot = publish_snapshot(con, home / "snapshots")
+    finally:
+        con.close()
+    newest_dated = max(a["published_at"] for a in articles)
+    with ApiServer(create_app(Settings(home=home, pdf_prewarm=False), access=StaticKeys(["k"]))) as srv:
+        cards = _cards(srv)
+    assert cards["newest dated article"][0] == f"{newest_dated:%Y-%m-%d %H:%M} UTC", cards
+    assert cards["articles"][0] == "11"
+
+    # A snapshot published before news had date_inferred: the figure is labelled for what it is.
+    with duckdb.connect(str(snapshot)) as old:
+        old.execute("DROP INDEX news_id")
+        old.execute("ALTER TABLE news DROP COLUMN date_inferred")
+        old.execute("CREATE UNIQUE INDEX news_id ON news (id)")
+    with ApiServer(create_app(Settings(home=home, pdf_prewarm=False), access=StaticKeys(["k"]))) as srv:
+        cards = _cards(srv)
+    assert "newest dated article" not in cards
+    assert cards["newest item (fetch time if undated)"][0] == f"{undated['published_at']:%Y-%m-%d %H:%M} UTC"
 
 
 def test_no_snapshot_yet_is_a_503_page(tmp_path: Path) -> None:

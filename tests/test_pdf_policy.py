@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import ipaddress
+import re
 from urllib.parse import unquote
 
 import pytest
@@ -16,6 +17,7 @@ from api.pdf.filename import content_disposition, default_name
 from api.pdf.params import PARAMETERS, parse_params
 from api.pdf.ssrf import AllowEntry, Blocked, DnsFailure, Policy, address_problem, parse_url
 from tests.support.httpserver import LocalServer, Reply, static
+from warehouse.config import Settings
 
 # --- URL parsing -----------------------------------------------------------------------------------------------
 
@@ -111,6 +113,20 @@ def test_allow_entries() -> None:
     for bad in ("127.0.0.1:99999", "[::1", "exa mple", "0x7f.1", "host:port"):
         with pytest.raises(ValueError, match="pdf_allow_hosts"):
             AllowEntry.parse(bad)
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8080/x", "http://[::1]/", "https://intranet.test/"])
+def test_blocked_message_gives_an_allow_setting_that_works(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    async def resolver(host: str) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+        return [ipaddress.ip_address("10.1.2.3")]
+
+    with pytest.raises(Blocked) as err:
+        asyncio.run(Policy([], resolver=resolver).pin(url))
+    found = re.search(r"with CRYPTOWIRE_PDF_ALLOW_HOSTS \(e\.g\. '(\[.+\])'\)$", err.value.message)
+    assert found, err.value.message
+    monkeypatch.setenv("CRYPTOWIRE_PDF_ALLOW_HOSTS", found.group(1))  # as the operator would set it
+    allowed = Policy(Settings().pdf_allow_hosts, resolver=resolver)
+    assert asyncio.run(allowed.pin(url)).url == parse_url(url)
 
 
 def test_policy_checks_every_resolved_address() -> None:

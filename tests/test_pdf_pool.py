@@ -11,6 +11,7 @@ import time
 import uuid
 from pathlib import Path
 
+from api.errors import ApiError
 from api.pdf import procmem
 from api.pdf.params import parse_params
 from api.pdf.pool import BrowserPool
@@ -103,6 +104,36 @@ def test_the_browser_reaches_nothing_but_through_the_egress_policy() -> None:
         assert len(errors) == 5, errors
         assert text == "reachable" and page.hits("/ok") == 1
         assert secret.seen == []
+
+
+def test_busy_message_counts_in_good_english() -> None:
+    """One renderer rendering and one request queued: the next is refused, in the singular."""
+
+    async def go() -> str:
+        pool = BrowserPool(CHROMIUM, concurrency=1, queue=1, spares=0)
+        deadline = asyncio.get_running_loop().time() + 30
+
+        async def queued() -> None:
+            async with pool.slot(deadline):
+                pass
+
+        try:
+            async with pool.slot(deadline):
+                waiting = asyncio.create_task(queued())
+                while pool.info()["waiting"] == 0:
+                    await asyncio.sleep(0.01)
+                try:
+                    async with pool.slot(deadline):
+                        raise AssertionError("a third request must be refused")
+                except ApiError as exc:
+                    assert exc.code == "BUSY"
+                    message = exc.message
+            await waiting  # served once the first one is done
+        finally:
+            await pool.close()
+        return message
+
+    assert asyncio.run(go()).startswith("the only renderer is busy and 1 request is waiting; ")
 
 
 def _running(pid: int) -> bool:

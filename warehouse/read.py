@@ -56,6 +56,11 @@ class Instant:
         return self.at + timedelta(days=1) if self.date_only else self.at + timedelta(microseconds=1)
 
 
+def _echo(text: str, limit: int = 64) -> str:
+    """The start of a bad value, for an error message; the ellipsis says it was cut."""
+    return repr(text[:limit]) + ("…" if len(text) > limit else "")
+
+
 def parse_instant(text: str) -> Instant:
     """``2024-12-01``, ``2024-12-01T10:00:00Z``, ``2024-12-01T12:00:00+02:00`` or naive (taken as UTC)."""
     if not isinstance(text, str) or not text.strip():
@@ -68,7 +73,7 @@ def parse_instant(text: str) -> Instant:
         dt = datetime.fromisoformat(s)
     except ValueError:
         raise CursorError(
-            f"{text[:64]!r} is not an ISO 8601 date or timestamp (e.g. 2024-12-01 or 2024-12-01T10:00:00.000Z)"
+            f"{_echo(text)} is not an ISO 8601 date or timestamp (e.g. 2024-12-01 or 2024-12-01T10:00:00.000Z)"
         ) from None
     if dt.tzinfo is not None:
         dt = dt.astimezone(UTC).replace(tzinfo=None)
@@ -117,7 +122,7 @@ def decode_news_cursor(text: str) -> NewsKey:
         return NewsKey(_from_us(int(us)), article_id, tag, int(pos))
     except (ValueError, binascii.Error, UnicodeDecodeError, OverflowError):
         raise CursorError(
-            f"{text[:64]!r} is not a valid news cursor: pass an endCursor/startCursor from a previous page "
+            f"{_echo(text)} is not a valid news cursor: pass an endCursor/startCursor from a previous page "
             "or an ISO date such as 2024-12-01"
         ) from None
 
@@ -128,7 +133,7 @@ def decode_event_cursor(text: str) -> Instant:
         return parse_instant(text)
     except CursorError as exc:
         raise CursorError(
-            f"{str(text)[:64]!r} is not a valid prediction-event cursor: pass an endCursor/startCursor (a createdAt "
+            f"{_echo(str(text))} is not a valid prediction-event cursor: pass an endCursor/startCursor (a createdAt "
             "timestamp such as 2024-12-01T10:00:00.000Z) or an ISO date such as 2024-12-01"
         ) from exc
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from starlette.routing import BaseRoute, Route
 
+from api.access import missing_key_routes
 from api.pdf.endpoint import PATH, PdfEndpoint
 from api.pdf.pool import BrowserPool
 from api.pdf.ssrf import Policy
@@ -17,7 +18,7 @@ log = logging.getLogger("cryptowire.pdf")
 
 
 def routes(state: Any) -> list[BaseRoute]:
-    return [Route(PATH, PdfEndpoint(state).handle, methods=["GET", "POST"])]
+    return [Route(PATH, PdfEndpoint(state).handle, methods=["GET", "POST"]), *missing_key_routes(PATH, graphql=False)]
 
 
 async def startup(state: Any) -> None:

@@ -349,9 +349,10 @@ class BrowserPool:
     def busy(self) -> ApiError:
         self.stats["rejected"] += 1
         wait = math.ceil(self._render_seconds * (self._waiting + 1) / self.concurrency)
+        renderers = "the only renderer is" if self.concurrency == 1 else f"all {self.concurrency} renderers are"
         return ApiError(
             503, "BUSY",
-            f"all {self.concurrency} renderers are busy and {self._waiting} requests are waiting; "
+            f"{renderers} busy and {_are(self._waiting, 'request')} waiting; "
             "retry after the number of seconds in Retry-After",
             headers={"Retry-After": str(max(1, wait))},
         )
@@ -424,6 +425,11 @@ class BrowserPool:
             "spares": len(cur.spares) if cur else 0,
             "egress": dict(self.egress.stats),
         }
+
+
+def _are(n: int, noun: str) -> str:
+    """``1 request is`` / ``3 requests are``."""
+    return f"{n} {noun} is" if n == 1 else f"{n} {noun}s are"
 
 
 async def _close_quietly(context: Any) -> None:

@@ -270,8 +270,10 @@ class Policy:
             return
         problem = address_problem(ip)
         if problem:
+            entry = f"[{url.host}]:{url.port}" if ":" in url.host else f"{url.host}:{url.port}"
             raise Blocked(
-                f"{url.origin} resolves to {ip}, {problem}; the renderer only reaches public addresses"
+                f"{url.origin} resolves to {ip}, {problem}; the renderer only reaches public addresses unless the "
+                f"operator allows a destination on purpose with CRYPTOWIRE_PDF_ALLOW_HOSTS (e.g. '[\"{entry}\"]')"
             )
 
     async def pin(self, target: str | Url, what: str = "url") -> Pinned:
