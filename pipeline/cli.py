@@ -20,6 +20,44 @@ for _module in (core, serve, sentiment, tag, keys, export, sql):
     _module.register(app)
 
 
+def _setting(field: str, value: object) -> str:
+    """``CRYPTOWIRE_PORT='abc'``: the variable the user set, not pydantic's field name."""
+    name = f"CRYPTOWIRE_{field.upper()}"
+    return name if value is None else f"{name}={value!r}"
+
+
+def _fix(field: str) -> str:
+    from warehouse.config import Settings
+
+    info = Settings.model_fields.get(field)
+    default = info.default if info and isinstance(info.default, int | float | str) else None
+    tail = f" for the default ({default})" if default is not None else ""
+    return f"fix it in the environment or .env, or unset it{tail}"
+
+
+def settings_errors(exc: ValueError) -> list[str]:
+    """One line per bad ``CRYPTOWIRE_*`` setting: the variable and its value, what is wrong, what to do."""
+    import os
+    import re
+
+    from pydantic import ValidationError
+
+    if isinstance(exc, ValidationError):
+        lines = []
+        for err in exc.errors():
+            field = str(err["loc"][0])
+            msg = err["msg"][:1].lower() + err["msg"][1:]
+            lines.append(f"{_setting(field, err.get('input'))}: {msg}; {_fix(field)}")
+        return lines
+    # pydantic-settings' SettingsError: a list setting (CRYPTOWIRE_PDF_ALLOW_HOSTS) that is not JSON
+    found = re.search(r'field "(\w+)"', str(exc))
+    if found is None:
+        return [f"{exc}; fix the CRYPTOWIRE_* variable in the environment or .env"]
+    value = os.environ.get(f"CRYPTOWIRE_{found[1].upper()}")
+    example = """'["example.com"]'"""
+    return [f"{_setting(found[1], value)}: not a JSON list ({exc.__cause__}); write it as {example} or unset it"]
+
+
 @app.callback()
 def _configure() -> None:
     """Crypto news pipeline (Dagster + DuckDB) and the API that serves it."""
@@ -28,9 +66,19 @@ def _configure() -> None:
     from warehouse.config import get_settings
     from warehouse.logs import configure_logging
 
+    # Every command reads the settings first: a bad CRYPTOWIRE_* value is a one-line error, not a traceback.
+    problems: list[str] = []
+    try:
+        settings = get_settings()
+    except ValueError as exc:  # pydantic's ValidationError, pydantic-settings' SettingsError
+        problems = settings_errors(exc)
+    if problems:
+        for line in problems:
+            typer.secho(f"error: {line}", err=True, fg=typer.colors.RED)
+        raise typer.Exit(2)
     # Warnings and errors only: a command's own output is what the user asked for (httpx logs every request
     # at INFO). `cryptowire serve` configures uvicorn's logging itself.
-    configure_logging(get_settings().log_format, level=logging.WARNING)
+    configure_logging(settings.log_format, level=logging.WARNING)
 
 
 def main() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from warehouse.config import Settings
@@ -22,6 +23,18 @@ FROM feed_fetches
 QUALIFY row_number() OVER (PARTITION BY feed_url ORDER BY started_at DESC) = 1
 ORDER BY feed_name
 """
+
+
+def _iso(value: datetime | float | None) -> str | None:
+    """ISO 8601 UTC, as every timestamp in the project's JSON (warehouse TIMESTAMPs are naive UTC)."""
+    if value is None:
+        return None
+    at = datetime.fromtimestamp(value, UTC) if isinstance(value, int | float) else value.replace(tzinfo=UTC)
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _shown(iso: str | None) -> str:
+    return iso.replace("T", " ").replace("Z", " UTC") if iso else "never"
 
 
 def _warehouse(settings: Settings) -> dict[str, Any]:
@@ -51,15 +64,47 @@ def _warehouse(settings: Settings) -> dict[str, Any]:
         ] if "feed_fetches" in names else []
     finally:
         con.close()
-    return {"exists": True, "counts": counts, "newest_article": newest, "feeds": feeds}
+    for f in feeds:
+        f["at"] = _iso(f["at"])
+    return {"exists": True, "counts": counts, "newest_article": _iso(newest), "feeds": feeds}
+
+
+def _run_events(instance: Any, run_id: str) -> tuple[set[str], set[str]]:
+    """In one run: the assets it materialized and the steps that failed."""
+    from dagster import DagsterEventType
+
+    materialized: set[str] = set()
+    failed: set[str] = set()
+    kinds = {DagsterEventType.ASSET_MATERIALIZATION, DagsterEventType.STEP_FAILURE}
+    for entry in instance.all_logs(run_id, of_type=kinds):
+        event = entry.dagster_event
+        if event.event_type == DagsterEventType.STEP_FAILURE:
+            failed.add(event.step_key or "")
+        elif event.asset_key is not None:
+            materialized.add(event.asset_key.to_user_string())
+    return materialized, failed
+
+
+def _asset_outcome(run: Any, events: tuple[set[str], set[str]], asset: str, step: str) -> str:
+    """The asset's own outcome in its last run, whatever the whole run's status (a failed run can have
+    materialized some assets and never attempted others)."""
+    materialized, failed = events
+    if step in failed:
+        return "failed"
+    if asset in materialized:
+        return "materialized"
+    return "skipped" if run.is_finished else "running"
 
 
 def _runs(settings: Settings) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Per asset, the last materialization and the outcome of the last run that planned it; per check, its
-    last result. Both from the Dagster instance under the data home."""
+    """Per asset, the last materialization, and the last run that planned it: the asset's own outcome there and
+    the whole run's status. Per check, its last evaluation. From the Dagster instance under the data home."""
     if not (settings.dagster_home / "dagster.yaml").exists():
         return [], []
     import dagster as dg
+    from dagster._core.storage.asset_check_execution_record import (
+        AssetCheckExecutionRecordStatus as CheckStatus,
+    )
 
     from pipeline.definitions import ALL_ASSETS, ALL_CHECKS
     from pipeline.jobs import prepare_dagster_home
@@ -67,32 +112,35 @@ def _runs(settings: Settings) -> tuple[list[dict[str, Any]], list[dict[str, Any]
     prepare_dagster_home(settings)
     instance = dg.DagsterInstance.get()
     assets = []
+    by_run: dict[str, tuple[set[str], set[str]]] = {}  # one event-log read per run, shared by its assets
     for asset in ALL_ASSETS:
+        name = asset.key.to_user_string()
         mat = instance.get_latest_materialization_event(asset.key)
         planned = instance.get_latest_planned_materialization_info(asset.key)
         run = instance.get_run_by_id(planned.run_id) if planned else None
+        last_run = None
+        if run is not None:
+            if run.run_id not in by_run:
+                by_run[run.run_id] = _run_events(instance, run.run_id)
+            outcome = _asset_outcome(run, by_run[run.run_id], name, asset.node_def.name)
+            last_run = {"run_id": run.run_id, "outcome": outcome, "status": run.status.value}
         assets.append(
-            {
-                "asset": asset.key.to_user_string(),
-                "last_materialized": mat.timestamp if mat else None,
-                "last_run": {"run_id": run.run_id, "status": run.status.value} if run else None,
-            }
+            {"asset": name, "last_materialized": _iso(mat.timestamp if mat else None), "last_run": last_run}
         )
     checks = []
+    evaluated = {CheckStatus.SUCCEEDED, CheckStatus.FAILED}  # not PLANNED: a failed run never evaluated those
     for definition in ALL_CHECKS:
         for check_key in definition.check_keys:
-            records = instance.event_log_storage.get_asset_check_execution_history(check_key, limit=1)
+            records = instance.event_log_storage.get_asset_check_execution_history(
+                check_key, limit=1, status=evaluated
+            )
             if not records:
                 continue
             event = records[0].event
             data = event.dagster_event.event_specific_data if event and event.dagster_event else None
-            checks.append(
-                {
-                    "asset": check_key.asset_key.to_user_string(),
-                    "check": check_key.name,
-                    "passed": getattr(data, "passed", None),
-                }
-            )
+            # FAILED: the check itself raised, so it did not pass
+            passed = getattr(data, "passed", None) if records[0].status == CheckStatus.SUCCEEDED else False
+            checks.append({"asset": check_key.asset_key.to_user_string(), "check": check_key.name, "passed": passed})
     return assets, checks
 
 
@@ -110,8 +158,6 @@ def collect(settings: Settings) -> dict[str, Any]:
 
 
 def render(report: dict[str, Any]) -> str:
-    from datetime import UTC, datetime
-
     lines = [
         f"data home:  {report['home']}",
         f"warehouse:  {report['warehouse']}",
@@ -126,25 +172,28 @@ def render(report: dict[str, Any]) -> str:
         return "\n".join(lines)
     lines.append("tables:")
     lines += [f"  {t:<26} {n:>8}" for t, n in report["counts"].items()]
-    lines.append(f"newest article: {report['newest_article']}")
+    newest = report["newest_article"]
+    lines.append(f"newest article: {_shown(newest) if newest else 'none'}")
     if report["assets"]:
         lines.append("assets:")
+        lines.append(f"  {'asset':<20} {'last materialized':<24} {'in its last run':<16} whole run")
         for a in report["assets"]:
-            when = (
-                datetime.fromtimestamp(a["last_materialized"], UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-                if a["last_materialized"]
-                else "never"
-            )
-            run = a["last_run"]["status"] if a["last_run"] else "-"
-            lines.append(f"  {a['asset']:<20} last materialized {when:<24} last run {run}")
+            run = a["last_run"]
+            outcome, whole = (run["outcome"], f"{run['run_id'][:8]} {run['status']}") if run else ("-", "-")
+            lines.append(f"  {a['asset']:<20} {_shown(a['last_materialized']):<24} {outcome:<16} {whole}")
     if report["checks"]:
+        passed = sum(c["passed"] is True for c in report["checks"])
         failed = [c for c in report["checks"] if c["passed"] is False]
-        lines.append(f"checks: {len(report['checks']) - len(failed)} passed, {len(failed)} failed")
+        lines.append(f"checks (last evaluation of each): {passed} passed, {len(failed)} failed")
         lines += [f"  FAILED {c['asset']}.{c['check']}" for c in failed]
     if report["feeds"]:
         lines.append("feeds (last fetch):")
+        # http is "-" for file feeds, which have no HTTP status
+        lines.append(f"  {'feed':<28} {'fetched at':<23} {'http':>4} {'seen':>5} {'new':>5}  result")
         for f in report["feeds"]:
-            state = "304" if f["not_modified"] else (f["status"] or "-")
-            tail = f"  ERROR {f['error']}" if f["error"] else ""
-            lines.append(f"  {f['feed']:<28} {state!s:>4} seen {f['seen']:>4} new {f['new']:>4}{tail}")
+            result = f"ERROR {f['error']}" if f["error"] else ("unchanged" if f["not_modified"] else "ok")
+            http = f["status"] or "-"
+            lines.append(
+                f"  {f['feed']:<28} {_shown(f['at']):<23} {http!s:>4} {f['seen']:>5} {f['new']:>5}  {result}"
+            )
     return "\n".join(lines)

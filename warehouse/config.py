@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -55,7 +56,7 @@ class Settings(BaseSettings):
 
     # --- serving ---------------------------------------------------------------
     host: str = Field(default="127.0.0.1", description="Address `cryptowire serve` binds.")
-    port: int = Field(default=8000, description="Port `cryptowire serve` binds.")
+    port: int = Field(default=8000, ge=1, le=65535, description="Port `cryptowire serve` binds.")
     snapshots_keep: int = Field(default=3, description="Serving snapshots kept on disk.")
     snapshot_poll_seconds: float = Field(
         default=1.0, gt=0, description="How often the API checks for a newly published serving snapshot."
@@ -65,7 +66,7 @@ class Settings(BaseSettings):
     )
     plans_file: Path | None = Field(default=None, description="Plans YAML overriding the bundled plans.yaml.")
     redis_url: str | None = Field(default=None, description="Share rate limits and counters via Redis (redis://...).")
-    log_format: str = Field(default="text", description="`text` or `json`.")
+    log_format: Literal["text", "json"] = Field(default="text", description="`text` or `json`.")
 
     # --- html-to-pdf -----------------------------------------------------------
     chromium_path: Path = Field(

@@ -95,7 +95,7 @@ class MeteredAccess:
         plan = self.plans.get(name)
         if plan is None:
             raise ApiError(403, "FORBIDDEN", f"this key's plan {name!r} is no longer offered; ask the operator "
-                           f"to move the key to one of: {', '.join(self.plans)}")
+                           f"to move the key to one of: {', '.join(self.plans)} (`cryptowire keys set-plan ID PLAN`)")
         return plan
 
     @staticmethod
@@ -133,9 +133,10 @@ class MeteredAccess:
         caller = Caller(key_id=record.id, plan=plan.name, api=api,
                         info={"rate": rate, "day": day, "used": used})
         if not rate.allowed:
+            rps = _number(plan.requests_per_second)
             raise ApiError(
                 429, "RATE_LIMITED",
-                f"too many requests: the {plan.title} plan allows {_number(plan.requests_per_second)} requests "
+                f"too many requests: the {plan.title} plan allows {rps} request{'' if rps == 1 else 's'} "
                 f"per second per key; retry after {rate.retry_after} s",
                 {"Retry-After": str(rate.retry_after), **self.headers(caller)},
             )

@@ -181,6 +181,16 @@ class PlatformStore:
             if cur.rowcount == 0:
                 raise KeyNotFound(key_id)
 
+    def set_plan(self, key_id: str, plan: str) -> str:
+        """Move a live key to ``plan`` (the caller checks it is offered); returns the plan it had. Today's usage
+        stays with the key, so the new plan's allowance applies to what was already spent."""
+        with self._lock, self._tx() as db:
+            row = db.execute("SELECT plan, revoked_at FROM keys WHERE id = ?", (key_id,)).fetchone()
+            if row is None or row[1] is not None:
+                raise KeyNotFound(key_id)
+            db.execute("UPDATE keys SET plan = ? WHERE id = ?", (plan, key_id))
+            return str(row[0])
+
     def lookup(self, key_hash: str) -> KeyRecord | None:
         with self._lock:
             row = self._db.execute(_LOOKUP, (key_hash,)).fetchone()

@@ -1,4 +1,4 @@
-"""`cryptowire keys create|list|revoke|rotate` and `cryptowire usage`: access keys and their metered usage."""
+"""`cryptowire keys create|list|revoke|rotate|set-plan` and `cryptowire usage`: access keys and their metered usage."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pipeline.commands.output import emit_json, fail
 APIS = ("news", "events", "pdf")  # mirrors api.access.APIS (not imported here: keep the CLI start light)
 
 keys_app = typer.Typer(
-    help="Access keys: create (shown once), list, revoke, rotate. Only a hash of each key is stored.",
+    help="Access keys: create (shown once), list, revoke, rotate, set-plan. Only a hash of each key is stored.",
     no_args_is_help=True,
 )
 
@@ -48,6 +48,12 @@ def _apis(raw: str) -> list[str]:
 
 def _when(ts: float | None) -> str | None:
     return None if ts is None else datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _columns(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+    """Left-aligned columns as wide as their widest cell, under a header line."""
+    widths = [max(len(cell) for cell in col) for col in zip(header, *rows, strict=True)]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in (header, *rows)]
 
 
 def _show_new_key(data: dict[str, Any], as_json: bool, what: str) -> None:
@@ -91,6 +97,8 @@ def list_keys(as_json: bool = typer.Option(False, "--json", help="Print the keys
         store.close()
     for r in rows:
         r["createdAt"], r["revokedAt"] = _when(r["createdAt"]), _when(r["revokedAt"])
+        if r["status"] == "revoked":  # the store lists unexpired secrets; a revoked key's no longer work
+            r["secrets"] = []
         for s in r["secrets"]:
             s["expiresAt"] = _when(s["expiresAt"])
     if as_json:
@@ -99,26 +107,39 @@ def list_keys(as_json: bool = typer.Option(False, "--json", help="Print the keys
     if not rows:
         typer.echo("no keys yet: create one with `cryptowire keys create --plan free --name NAME`")
         return
-    for r in rows:
-        shown = ", ".join(
+    table = [
+        (r["id"], r["status"], r["plan"], ",".join(r["apis"]), ", ".join(
             s["display"] + (f" (expires {s['expiresAt']})" if s["expiresAt"] else "") for s in r["secrets"]
-        ) or "-"
-        typer.echo(f"{r['id']}  {r['status']:<7}  {r['plan']:<10}  {','.join(r['apis']):<16}  {shown}  {r['name']}")
+        ) or "-", r["name"])
+        for r in rows
+    ]
+    for line in _columns(("id", "status", "plan", "apis", "live secrets", "name"), table):
+        typer.echo(line)
 
 
 @keys_app.command("revoke")
-def revoke(key_id: str = typer.Argument(..., metavar="ID", help="Key id from `keys list`.")) -> None:
+def revoke(
+    key_id: str = typer.Argument(..., metavar="ID", help="Key id from `keys list`."),
+    as_json: bool = typer.Option(False, "--json", help='Print {"id", "status", "revokedAt", "alreadyRevoked"}.'),
+) -> None:
     """Revoke a key (all its secrets). A running API stops accepting it within about a second."""
-    from api.metering.store import KeyNotFound
-
     store, _ = _store_and_plans()
     try:
-        store.revoke_key(key_id)
-    except KeyNotFound:
-        fail(f"no key with id {key_id!r}: `cryptowire keys list` shows the ids")
+        before = store.keys(key_id)
+        if not before:
+            fail(f"no key with id {key_id!r}: `cryptowire keys list` shows the ids")
+        store.revoke_key(key_id)  # keeps the first revocation time
+        after = store.keys(key_id)[0]
     finally:
         store.close()
-    typer.echo(f"revoked {key_id}")
+    already = before[0]["status"] == "revoked"
+    data = {"id": key_id, "status": "revoked", "revokedAt": _when(after["revokedAt"]), "alreadyRevoked": already}
+    if as_json:
+        emit_json(data)
+    elif already:
+        typer.echo(f"{key_id} was already revoked (at {data['revokedAt']}); nothing changed")
+    else:
+        typer.echo(f"revoked {key_id}; a running API refuses it within about a second")
 
 
 @keys_app.command("rotate")
@@ -145,6 +166,37 @@ def rotate(
     if not as_json:
         until = _when(time.time() + grace_hours * 3600)
         typer.echo(f"The previous key keeps working until {until}.")
+
+
+@keys_app.command("set-plan")
+def set_plan(
+    key_id: str = typer.Argument(..., metavar="ID", help="Key id from `keys list`."),
+    plan: str = typer.Argument(..., metavar="PLAN", help="A plan in force (plans.yaml or CRYPTOWIRE_PLANS_FILE)."),
+    as_json: bool = typer.Option(False, "--json", help='Print {"id", "plan", "previousPlan"} as JSON.'),
+) -> None:
+    """Move a key to another plan offered by the plans in force.
+
+    Its id, APIs and today's usage stay. A running API applies it within about a second (keys are cached 1 s).
+    """
+    from api.metering.store import KeyNotFound
+
+    store, plans = _store_and_plans()
+    plan = plan.strip().lower()
+    try:
+        if plan not in plans:
+            fail(f"unknown plan {plan!r}: the plans offered are {', '.join(plans)}")
+        previous = store.set_plan(key_id, plan)
+    except KeyNotFound:
+        fail(f"no active key with id {key_id!r}: `cryptowire keys list` shows the ids (revoked keys cannot be "
+             "moved)")
+    finally:
+        store.close()
+    if as_json:
+        emit_json({"id": key_id, "plan": plan, "previousPlan": previous})
+    elif previous == plan:
+        typer.echo(f"{key_id} is already on plan {plan}; nothing changed")
+    else:
+        typer.echo(f"moved {key_id} from plan {previous} to {plan}; a running API applies it within about a second")
 
 
 def usage(

@@ -70,7 +70,9 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def serve(
         host: str | None = typer.Option(None, help="Address to bind (default: CRYPTOWIRE_HOST, 127.0.0.1)."),
-        port: int | None = typer.Option(None, help="Port to bind (default: CRYPTOWIRE_PORT, 8000)."),
+        port: int | None = typer.Option(
+            None, min=1, max=65535, help="Port to bind, 1-65535 (default: CRYPTOWIRE_PORT, 8000)."
+        ),
         workers: int = typer.Option(1, min=1, help="uvicorn worker processes."),
         log_level: str = typer.Option("info", help="critical, error, warning, info, debug or trace."),
     ) -> None:
@@ -78,6 +80,6 @@ def register(app: typer.Typer) -> None:
         /healthz and /readyz. Reads the newest published snapshot; access keys are redacted from the access log."""
         from warehouse.config import get_settings
 
-        settings = get_settings()
+        settings = get_settings()  # CRYPTOWIRE_PORT's range is checked with every setting (pipeline/cli.py)
         settings.ensure_dirs()
         run_server(host or settings.host, port or settings.port, workers, log_level.lower(), settings.log_format)

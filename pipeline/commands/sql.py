@@ -4,10 +4,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from pipeline.commands.output import emit_json, fail
+
+if TYPE_CHECKING:
+    from duckdb import DuckDBPyRelation
 
 
 def _target(snapshot: bool) -> Path:
@@ -26,6 +30,18 @@ def _target(snapshot: bool) -> Path:
     return settings.warehouse_path
 
 
+def render_table(rel: DuckDBPyRelation, max_rows: int) -> str:
+    """The first ``max_rows`` rows drawn as DuckDB draws a table, under the true row count."""
+    held = rel.materialize()  # run once: the count and the rows shown come from the same result
+    total = held.count("*").fetchall()[0][0]
+    shown = min(total, max_rows)
+    # preview() draws every row it is given; its own footer is capped at 9,999 rows, so it is replaced.
+    box = held.limit(max_rows).preview(max_rows).split("\n")
+    closing = max(i for i, line in enumerate(box) if line.startswith("└"))
+    footer = f"{total:,} row{'s' if total != 1 else ''}" + (f" ({shown:,} shown)" if shown < total else "")
+    return "\n".join([*box[: closing + 1], footer])
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     def sql(
@@ -35,7 +51,7 @@ def register(app: typer.Typer) -> None:
             "warehouse; works while a materialization holds the warehouse."
         ),
         as_json: bool = typer.Option(False, "--json", help="Print rows as a JSON list of objects."),
-        max_rows: int = typer.Option(50, "--max-rows", help="Rows shown in the table view."),
+        max_rows: int = typer.Option(50, "--max-rows", min=1, help="Rows shown in the table view (the first ones)."),
     ) -> None:
         """Run a read-only SQL query against the warehouse (or the latest snapshot) and print the result."""
         import duckdb
@@ -54,7 +70,7 @@ def register(app: typer.Typer) -> None:
                 cols = rel.columns
                 emit_json([dict(zip(cols, row, strict=True)) for row in rel.fetchall()])
             else:
-                typer.echo(str(rel.limit(max_rows)))
+                typer.echo(render_table(rel, max_rows))
         except duckdb.Error as exc:
             fail(f"{exc}".strip())
         finally:

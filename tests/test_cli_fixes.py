@@ -1,0 +1,226 @@
+"""CLI fixes from the 2026-11-23 audit: `sql` table view, `serve --port`, bad CRYPTOWIRE_* settings, `keys set-plan`,
+`keys revoke` / `keys list` output, and `status` per-asset outcomes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+from typer.testing import CliRunner
+
+from api.errors import ApiError
+from api.metering import build_access
+from api.metering.access import KEY_CACHE_SECONDS
+from pipeline.cli import app
+from tests.support.metered import write_plans
+from warehouse.config import PROJECT_ROOT, get_settings
+
+runner = CliRunner()
+ISO_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+
+
+def _cli(*args: str) -> tuple[int, str]:
+    res = runner.invoke(app, list(args))
+    return res.exit_code, res.output
+
+
+def _json(*args: str) -> object:
+    code, out = _cli(*args, "--json")
+    assert code == 0, out
+    return json.loads(out)
+
+
+# --- sql ---------------------------------------------------------------------------------------------------------
+@pytest.fixture
+def warehouse_183(data_home: Path) -> Path:
+    """A real warehouse file with a 183-row table (more than DuckDB's own 20-row display)."""
+    data_home.mkdir(parents=True)
+    con = duckdb.connect(str(data_home / "warehouse.duckdb"))
+    con.execute("CREATE TABLE t AS SELECT range AS id FROM range(183)")
+    con.close()
+    return data_home
+
+
+def _shown_ids(out: str) -> list[int]:
+    return [int(m) for m in re.findall(r"^│\s*(\d+)\s*│$", out, flags=re.M)]
+
+
+def test_sql_table_view_gives_the_true_count_and_max_rows_rows(warehouse_183: Path) -> None:
+    code, out = _cli("sql", "SELECT id FROM t ORDER BY id")
+    assert code == 0, out
+    assert _shown_ids(out) == list(range(50))  # the default --max-rows, the first rows
+    assert out.rstrip().endswith("183 rows (50 shown)")
+
+    code, out = _cli("sql", "SELECT id FROM t ORDER BY id", "--max-rows", "500")
+    assert code == 0, out
+    assert _shown_ids(out) == list(range(183))
+    assert out.rstrip().endswith("183 rows")
+
+    code, out = _cli("sql", "SELECT id FROM t ORDER BY id", "--max-rows", "7")
+    assert _shown_ids(out) == list(range(7)) and out.rstrip().endswith("183 rows (7 shown)")
+    code, out = _cli("sql", "SELECT id FROM t WHERE id < 3 ORDER BY id")
+    assert _shown_ids(out) == [0, 1, 2] and out.rstrip().endswith("3 rows")
+    assert len(_json("sql", "SELECT id FROM t")) == 183  # type: ignore[arg-type]
+
+
+# --- serve --port and CRYPTOWIRE_* settings ----------------------------------------------------------------------
+def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The real `cryptowire` in its own process (a regression would start a server: the timeout stops it)."""
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True, cwd=PROJECT_ROOT,
+        env={**os.environ, **env}, timeout=60,
+    )
+
+
+@pytest.mark.parametrize("port", ["99999", "0"])
+def test_serve_refuses_a_port_outside_1_65535(data_home: Path, port: str) -> None:
+    out = _run(["serve", "--port", port], {"CRYPTOWIRE_HOME": str(data_home)})
+    assert out.returncode == 2, out.stderr
+    assert "Invalid value for '--port'" in out.stderr
+
+
+def test_a_bad_setting_is_one_error_line_for_every_command(data_home: Path) -> None:
+    out = _run(["status"], {"CRYPTOWIRE_HOME": str(data_home), "CRYPTOWIRE_PORT": "abc"})
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.splitlines() == [
+        "error: CRYPTOWIRE_PORT='abc': input should be a valid integer, unable to parse string as an integer; "
+        "fix it in the environment or .env, or unset it for the default (8000)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "says"),
+    [
+        ("CRYPTOWIRE_PORT", "abc", "valid integer"),
+        ("CRYPTOWIRE_PORT", "99999", "less than or equal to 65535"),
+        ("CRYPTOWIRE_LOG_FORMAT", "yaml", "should be 'text' or 'json'"),
+        ("CRYPTOWIRE_PDF_PREWARM", "maybe", "valid boolean"),
+        ("CRYPTOWIRE_PDF_ALLOW_HOSTS", "example.com", "not a JSON list"),
+    ],
+)
+@pytest.mark.parametrize("command", [["status"], ["keys", "list"], ["sql", "SELECT 1"]])
+def test_bad_settings_name_the_variable(
+    data_home: Path, monkeypatch: pytest.MonkeyPatch, variable: str, value: str, says: str, command: list[str]
+) -> None:
+    monkeypatch.setenv(variable, value)
+    res = runner.invoke(app, command)
+    assert res.exit_code == 2, res.output
+    assert res.stdout == ""
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {variable}={value!r}: ") and says in lines[0], lines
+
+
+# --- keys --------------------------------------------------------------------------------------------------------
+def test_keys_set_plan_moves_a_key_off_a_plan_no_longer_offered(
+    data_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = _json("keys", "create", "--plan", "pro", "--name", "moved")
+    assert isinstance(made, dict)
+    gone = _json("keys", "create", "--plan", "free", "--name", "gone")
+    assert isinstance(gone, dict)
+    _cli("keys", "revoke", gone["id"])
+
+    # The operator replaces the plans: `pro` is no longer offered.
+    monkeypatch.setenv("CRYPTOWIRE_PLANS_FILE", str(write_plans(data_home / "plans.yaml", {"tiny": (500, 5)})))
+    get_settings.cache_clear()
+    access = build_access(get_settings())  # a running server's metering, with its 1 s key cache
+
+    async def check() -> str:
+        return (await access.check(made["key"], "news")).plan
+
+    with pytest.raises(ApiError) as refused:
+        asyncio.run(check())
+    assert refused.value.status == 403
+    assert "one of: tiny (`cryptowire keys set-plan ID PLAN`)" in refused.value.message
+
+    code, out = _cli("keys", "set-plan", made["id"], "pro")
+    assert code != 0 and "unknown plan 'pro'" in out and "tiny" in out
+    code, out = _cli("keys", "set-plan", "key_nope", "tiny")
+    assert code != 0 and "no active key with id 'key_nope'" in out
+    code, out = _cli("keys", "set-plan", gone["id"], "tiny")
+    assert code != 0 and "revoked keys cannot be moved" in out
+
+    moved = _json("keys", "set-plan", made["id"], "tiny")
+    assert moved == {"id": made["id"], "plan": "tiny", "previousPlan": "pro"}
+    time.sleep(KEY_CACHE_SECONDS + 0.2)  # what the command's help promises a running server
+    assert asyncio.run(check()) == "tiny"
+    asyncio.run(access.close())
+    listed = {k["id"]: k for k in _json("keys", "list")}  # type: ignore[union-attr]
+    assert listed[made["id"]]["plan"] == "tiny" and listed[made["id"]]["status"] == "active"
+    code, out = _cli("keys", "set-plan", made["id"], "tiny")
+    assert code == 0 and "already on plan tiny" in out
+
+
+def test_keys_revoke_twice_and_list_headers(data_home: Path) -> None:
+    made = _json("keys", "create", "--plan", "free", "--name", "twice")
+    kept = _json("keys", "create", "--plan", "basic", "--name", "kept")
+    assert isinstance(made, dict) and isinstance(kept, dict)
+
+    first = _json("keys", "revoke", made["id"])
+    assert isinstance(first, dict) and first["alreadyRevoked"] is False and ISO_UTC.match(first["revokedAt"])
+    code, out = _cli("keys", "revoke", made["id"])
+    assert code == 0 and "already revoked" in out
+    again = _json("keys", "revoke", made["id"])
+    assert again == {**first, "alreadyRevoked": True}  # the first revocation time is kept
+    code, out = _cli("keys", "revoke", "key_nope", "--json")
+    assert code != 0 and "no key with id 'key_nope'" in out
+
+    code, out = _cli("keys", "list")
+    assert code == 0, out
+    header, *rows = out.splitlines()
+    assert header.split() == ["id", "status", "plan", "apis", "live", "secrets", "name"]
+    by_id = {row.split()[0]: row for row in rows}
+    assert by_id[made["id"]].split()[1:5] == ["revoked", "free", "news,events,pdf", "-"]
+    assert made["key"][-4:] not in out  # a revoked key shows no secret
+    assert f"cw_live_…{kept['key'][-4:]}" in by_id[kept["id"]]
+    # the columns line up under the header
+    assert {row.index("free" if row is by_id[made["id"]] else "basic") for row in rows} == {header.index("plan")}
+    listed = {k["id"]: k for k in _json("keys", "list")}  # type: ignore[union-attr]
+    assert listed[made["id"]]["secrets"] == [] and len(listed[kept["id"]]["secrets"]) == 1
+
+
+# --- status ------------------------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_status_reports_each_assets_own_outcome_in_a_failed_run(
+    data_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run where every feed fails: crypto_assets is materialized, raw_articles fails, the rest never start."""
+    monkeypatch.setenv("DAGSTER_HOME", str(data_home / "dagster"))  # restored after the test
+    feeds = tmp_path / "feeds.yaml"
+    feeds.write_text("feeds:\n  - name: Gone\n    url: gone.xml\n")
+    code, out = _cli("materialize", "--feeds", str(feeds))
+    assert code == 1, out
+
+    report = _json("status")
+    assert isinstance(report, dict)
+    by_asset = {a["asset"]: a for a in report["assets"]}
+    outcomes = {name: a["last_run"]["outcome"] for name, a in by_asset.items()}
+    assert outcomes == {
+        "crypto_assets": "materialized", "raw_articles": "failed", "articles": "skipped",
+        "prediction_events": "skipped", "serving_snapshot": "skipped",
+    }
+    assert {a["last_run"]["status"] for a in by_asset.values()} == {"FAILURE"}  # the whole run's status
+    assert ISO_UTC.match(by_asset["crypto_assets"]["last_materialized"])
+    assert by_asset["articles"]["last_materialized"] is None
+    assert all(ISO_UTC.match(f["at"]) for f in report["feeds"])
+    # only checks that were evaluated count: those of the one asset materialized
+    assert report["checks"] and {c["asset"] for c in report["checks"]} == {"crypto_assets"}
+
+    code, out = _cli("status")
+    assert code == 0, out
+    lines = out.splitlines()
+    at = lines.index("assets:")
+    assert lines[at + 1].split() == ["asset", "last", "materialized", "in", "its", "last", "run", "whole", "run"]
+    row = next(line for line in lines[at:] if line.strip().startswith("crypto_assets"))
+    assert "materialized" in row and row.endswith("FAILURE") and " UTC " in row
+    feeds_header = lines[lines.index("feeds (last fetch):") + 1]
+    assert feeds_header.split() == ["feed", "fetched", "at", "http", "seen", "new", "result"]
+    assert any(line.strip().startswith("Gone") and "ERROR no such file" in line for line in lines)
