@@ -196,6 +196,8 @@ def test_status_reports_each_assets_own_outcome_in_a_failed_run(
     monkeypatch.setenv("DAGSTER_HOME", str(data_home / "dagster"))  # restored after the test
     feeds = tmp_path / "feeds.yaml"
     feeds.write_text("feeds:\n  - name: Gone\n    url: gone.xml\n")
+    # `--feeds` sets CRYPTOWIRE_FEEDS_FILE in this process: monkeypatch removes it afterwards
+    monkeypatch.setenv("CRYPTOWIRE_FEEDS_FILE", str(feeds.resolve()))
     code, out = _cli("materialize", "--feeds", str(feeds))
     assert code == 1, out
 

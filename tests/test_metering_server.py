@@ -100,7 +100,7 @@ def test_rate_limit_token_bucket_free_plan(tmp_path: Path) -> None:
     assert first.headers["X-RateLimit-Limit"] == "1" and first.headers["X-RateLimit-Remaining"] == "0"
     assert first.headers["X-RateLimit-Reset"] == "1"
     assert second.status_code == 429 and second.json()["error"]["code"] == "RATE_LIMITED"
-    assert second.headers["Retry-After"] == "1" and "1 requests per second" in second.json()["error"]["message"]
+    assert second.headers["Retry-After"] == "1" and "1 request per second" in second.json()["error"]["message"]
     assert second.headers["X-CU-Cost"] == "0"
     assert third.status_code == 200
     # the refused request cost nothing
