@@ -49,6 +49,16 @@ def _plain(value: Any) -> Any:
     return str(raw)
 
 
+def _root_cause(err: Any) -> str:
+    """The exception our code raised, without Dagster's wrappers: ``AllFeedsFailed: all 1 feeds failed ...``."""
+    if err is None:
+        return "failed"
+    while err.cause is not None:
+        err = err.cause
+    name, _, text = err.message.strip().partition(": ")
+    return f"{name.rsplit('.', 1)[-1]}: {text}" if text else name
+
+
 def materialize(settings: Settings, select: list[str] | None = None) -> RunSummary:
     """Materialize the selected assets (all by default) with the in-process executor, so it starts fast."""
     from pipeline.definitions import ALL_ASSETS, ALL_CHECKS, resources
@@ -69,8 +79,10 @@ def materialize(settings: Settings, select: list[str] | None = None) -> RunSumma
         resources=resources(settings),
         instance=instance,
         raise_on_error=False,
-        # Dagster's per-event DEBUG lines drown the summary; warnings and errors still show.
-        run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
+        # Dagster's own console lines (per-event DEBUG, a stack trace per failed step) drown the summary, which
+        # gives each failure in one line; the full traces stay in the run's event log (the Dagster UI). Our own
+        # warnings (a feed that failed) are Python logging and still show.
+        run_config={"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}},
     )
     outcomes: dict[str, AssetOutcome] = {}
     for event in result.all_events:
@@ -81,9 +93,7 @@ def materialize(settings: Settings, select: list[str] | None = None) -> RunSumma
         elif event.event_type_value == "STEP_FAILURE":
             step = event.step_key or "?"
             err = event.event_specific_data.error  # type: ignore[union-attr]
-            message = err.message.strip() if err else "failed"
-            cause = err.cause.message.strip() if err and err.cause else ""
-            outcomes[step] = AssetOutcome(step, False, error=f"{message} {cause}".strip())
+            outcomes[step] = AssetOutcome(step, False, error=_root_cause(err))
     checks = []
     for ev in result.get_asset_check_evaluations():
         checks.append(

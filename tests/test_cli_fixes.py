@@ -226,3 +226,34 @@ def test_status_reports_each_assets_own_outcome_in_a_failed_run(
     feeds_header = lines[lines.index("feeds (last fetch):") + 1]
     assert feeds_header.split() == ["feed", "fetched", "at", "http", "seen", "new", "result"]
     assert any(line.strip().startswith("Gone") and "ERROR no such file" in line for line in lines)
+
+
+# --- materialize failures ----------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_materialize_failures_are_one_line_each(tmp_path: Path) -> None:
+    """As a user sees it in a terminal (a real process): a broken feeds file fails before any run, and a failed
+    step is one line naming the root cause, not Dagster's stack trace."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "CRYPTOWIRE_HOME": str(tmp_path / "home")}
+    env.pop("CRYPTOWIRE_FEEDS_FILE", None)
+    env.pop("DAGSTER_HOME", None)
+    cli = [sys.executable, "-m", "pipeline.cli", "materialize", "--feeds"]
+
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("feeds:\n  - name: NoUrl\n")
+    res = subprocess.run([*cli, str(broken)], env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode != 0
+    assert res.stdout == "" and res.stderr.strip().splitlines() == [
+        f"error: feeds file {broken}, entry 1 ('NoUrl'): `url` is missing or not a non-empty string"
+    ]
+
+    gone = tmp_path / "gone.yaml"
+    gone.write_text("feeds:\n  - name: Gone\n    url: gone.xml\n")
+    res = subprocess.run([*cli, str(gone)], env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode != 0
+    output = res.stdout + res.stderr
+    assert "raw_articles         FAILED  AllFeedsFailed: all 1 feeds failed" in output
+    assert "Traceback" not in output and "STEP_FAILURE" not in output and len(output.splitlines()) < 12, output

@@ -45,6 +45,14 @@ def run_materialize(feeds: Path | None, select: str | None, as_json: bool) -> An
 
     settings = _settings(feeds)
     chosen = [s.strip() for s in select.split(",") if s.strip()] if select else None
+    if chosen is None or "raw_articles" in chosen:
+        from pipeline.ingest import load_feeds
+        from pipeline.ingest.feeds import FeedsFileError
+
+        try:  # a broken feeds file is a one-line error before the run, not a failed step in it
+            load_feeds(settings.feeds_file)
+        except FeedsFileError as exc:
+            fail(str(exc))
     try:
         summary = do_materialize(settings, chosen)
     except ValueError as exc:

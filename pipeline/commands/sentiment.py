@@ -15,7 +15,8 @@ def eval_command(
                               "(labels: negative, neutral, positive)."),
     json_output: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
     baselines: bool = typer.Option(True, "--baselines/--no-baselines",
-                                   help="Also measure VADER and a logistic-regression head on frozen embeddings."),
+                                   help="Also measure VADER and a logistic-regression head on frozen embeddings "
+                                   "(most of a small run's time: --no-baselines for a quick check)."),
     holdout: bool = typer.Option(False, "--holdout", help="Keep only rows (by `id`) of the CryptoLin held-out "
                                  "validation split; use with the CryptoLin CSV."),
 ) -> None:

@@ -77,7 +77,8 @@ def register(app: typer.Typer) -> None:
         log_level: str = typer.Option("info", help="critical, error, warning, info, debug or trace."),
     ) -> None:
         """Serve the API: GraphQL on /crypto-news/{key} and /prediction-events/{key} (GraphiQL in a browser),
-        /healthz and /readyz. Reads the newest published snapshot; access keys are redacted from the access log."""
+        HTML-to-PDF on /api/html-to-pdf/{key}, usage on /api/usage/{key}, the overview page on /, and /metrics,
+        /healthz, /readyz. Reads the newest published snapshot; access keys are redacted from the access log."""
         from warehouse.config import get_settings
 
         settings = get_settings()  # CRYPTOWIRE_PORT's range is checked with every setting (pipeline/cli.py)
