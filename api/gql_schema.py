@@ -194,9 +194,9 @@ Query = GraphQLObjectType(
             args={
                 **_page_args(),
                 "tickers": GraphQLArgument(_string_list(), description="Any of these tickers (case-insensitive)."),
-                "topics": GraphQLArgument(_string_list(), description="Any of these topics (see `newsTopics`)."),
+                "topics": GraphQLArgument(_string_list(), description="Any of these topics (see `newsTopics`; case-insensitive)."),
                 "sentiment": GraphQLArgument(Sentiment),
-                "sources": GraphQLArgument(_string_list(), description="Any of these sources (see `newsSources`)."),
+                "sources": GraphQLArgument(_string_list(), description="Any of these sources (see `newsSources`; case-insensitive)."),
                 "since": GraphQLArgument(DateTime, description="Published at or after."),
                 "until": GraphQLArgument(DateTime, description="Published at or before."),
                 "search": GraphQLArgument(GraphQLString, description="Case-insensitive text in title or text."),

@@ -98,6 +98,8 @@ def test_news_filters_page_exactly_once(reader: SnapshotReader, data: Data) -> N
          lambda a: bool({"SOL", "XRP"} & set(a["tickers"])) and a["sentiment"] == "negative"),
         (NewsFilters(sources=("Decrypt",), topics=("defi", "etf")),
          lambda a: a["source_name"] == "Decrypt" and a["topics"][0] in ("defi", "etf")),
+        (NewsFilters(sources=("decrypt",), topics=("DeFi", "ETF")),  # as people type them
+         lambda a: a["source_name"] == "Decrypt" and a["topics"][0] in ("defi", "etf")),
         (NewsFilters(search="ARTICLE 1"), lambda a: "article 1" in a["title"].lower()),
         (NewsFilters(since=parse_instant("2024-11-20T12:00:00Z"), until=parse_instant("2024-12-01")),
          lambda a: BURST_AT <= a["published_at"] < datetime(2024, 12, 2)),

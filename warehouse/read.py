@@ -364,12 +364,12 @@ class SnapshotReader:
         if filters.tickers:
             where.append("list_has_any(tickers, ?)")
             params.append([t.upper() for t in filters.tickers])
-        if filters.topics:
+        if filters.topics:  # topic slugs are lower case; "ETF" means etf
             where.append("list_has_any(topics, ?)")
-            params.append(list(filters.topics))
-        if filters.sources:
-            where.append("list_contains(?, source_name)")
-            params.append(list(filters.sources))
+            params.append([t.lower() for t in filters.topics])
+        if filters.sources:  # as typed by people: "coindesk" means CoinDesk
+            where.append("list_contains(?, lower(source_name))")
+            params.append([s.lower() for s in filters.sources])
         if filters.sentiment:
             where.append("sentiment = ?")
             params.append(filters.sentiment)
