@@ -45,8 +45,9 @@ def render_table(rel: DuckDBPyRelation, max_rows: int) -> str:
 def register(app: typer.Typer) -> None:
     @app.command()
     def sql(
-        query: str = typer.Argument(..., help="The SQL to run. The database is opened read-only; statements such as COPY ... TO can "
-                           "still write files."),
+        query: str = typer.Argument(
+            ..., help="The SQL to run. The database is opened read-only; COPY ... TO can still write files."
+        ),
         snapshot: bool = typer.Option(
             False, "--snapshot", help="Query the latest serving snapshot (tables news, events) instead of the "
             "warehouse; works while a materialization holds the warehouse."
