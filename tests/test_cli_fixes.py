@@ -118,6 +118,20 @@ def test_bad_settings_name_the_variable(
     assert len(lines) == 1 and lines[0].startswith(f"error: {variable}={value!r}: ") and says in lines[0], lines
 
 
+def test_an_empty_setting_means_its_default(data_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CRYPTOWIRE_PLANS_FILE", "")  # was read as "." (a directory): a traceback
+    monkeypatch.setenv("CRYPTOWIRE_PORT", "")
+    code, out = _cli("keys", "list")
+    assert code == 0 and "no keys yet" in out, out
+
+
+def test_a_plans_file_that_is_a_directory_is_a_clear_error(data_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CRYPTOWIRE_PLANS_FILE", str(data_home.parent))
+    res = runner.invoke(app, ["keys", "list"])
+    assert res.exit_code != 0
+    assert "cannot be read (Is a directory): point CRYPTOWIRE_PLANS_FILE at a YAML file" in res.stderr, res.output
+
+
 # --- keys --------------------------------------------------------------------------------------------------------
 def test_keys_set_plan_moves_a_key_off_a_plan_no_longer_offered(
     data_home: Path, monkeypatch: pytest.MonkeyPatch

@@ -28,7 +28,8 @@ def default_chromium() -> Path:
 class Settings(BaseSettings):
     """Read from ``CRYPTOWIRE_*`` environment variables (and a ``.env`` file if present)."""
 
-    model_config = SettingsConfigDict(env_prefix="CRYPTOWIRE_", env_file=".env", extra="ignore")
+    # An empty variable (CRYPTOWIRE_PLANS_FILE=) means the default, as people expect from `export X=`.
+    model_config = SettingsConfigDict(env_prefix="CRYPTOWIRE_", env_file=".env", extra="ignore", env_ignore_empty=True)
 
     # --- paths -----------------------------------------------------------------
     home: Path = Field(default=Path(".cryptowire"), description="Data home: warehouse, snapshots, platform db, Dagster home.")

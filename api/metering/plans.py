@@ -67,6 +67,9 @@ def load_plans(path: Path | None = None) -> dict[str, Plan]:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise PlansError(f"plans file {path} does not exist: fix CRYPTOWIRE_PLANS_FILE or remove it") from None
+    except OSError as exc:  # a directory, no permission
+        raise PlansError(f"plans file {path} cannot be read ({exc.strerror}): point CRYPTOWIRE_PLANS_FILE at a "
+                         "YAML file or remove it") from None
     except yaml.YAMLError as exc:
         raise PlansError(f"plans file {path} is not valid YAML: {exc}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("plans"), dict) or not doc["plans"]:
