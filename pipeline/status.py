@@ -47,8 +47,8 @@ def _warehouse(settings: Settings) -> dict[str, Any]:
         return {"exists": False, "hint": "run `cryptowire materialize` to create it"}
     try:
         con = db.connect(path, read_only=True)
-    except duckdb.IOException as exc:
-        return {"exists": True, "error": f"warehouse is busy (a run holds it): {exc}"}
+    except duckdb.IOException as exc:  # WarehouseLocked names the holder and what to do
+        return {"exists": True, "error": str(exc)}
     try:
         names = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
         counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0] for t in TABLES if t in names}

@@ -69,3 +69,24 @@ def test_a_reader_during_a_write_is_told_to_read_the_snapshot(warehouse: Path) -
     finally:
         writer.kill()
         writer.wait()
+
+
+def test_cryptowire_sql_during_a_write_says_it_once(warehouse: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from pipeline.cli import app
+    from warehouse.config import get_settings
+
+    monkeypatch.setenv("CRYPTOWIRE_HOME", str(warehouse.parent))
+    get_settings.cache_clear()
+    writer = hold(warehouse, "rw", 60)
+    try:
+        res = CliRunner().invoke(app, ["sql", "SELECT 1"])
+        assert res.exit_code != 0
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and f"PID {writer.pid}" in lines[0], lines
+        assert lines[0].count("--snapshot") == 1 and lines[0].count("running materialization") == 1
+    finally:
+        writer.kill()
+        writer.wait()
+        get_settings.cache_clear()

@@ -62,8 +62,10 @@ def register(app: typer.Typer) -> None:
 
         try:
             con = db.connect(_target(snapshot), read_only=True)
+        except db.WarehouseLocked as exc:  # its message names the holder and says to pass --snapshot
+            fail(str(exc))
         except duckdb.IOException as exc:
-            fail(f"the warehouse is locked by a running materialization ({exc}); retry later or pass --snapshot")
+            fail(f"cannot open {_target(snapshot)}: {exc}")
         try:
             rel = con.sql(query)
             if rel is None:
