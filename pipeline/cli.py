@@ -62,6 +62,10 @@ def settings_errors(exc: ValueError) -> list[str]:
 def _configure() -> None:
     """Crypto news pipeline (Dagster + DuckDB) and the API that serves it."""
     import logging
+    import sys
+
+    if "--help" in sys.argv[1:]:  # a command's help needs no settings: show it even when one is bad
+        return
 
     from warehouse.config import get_settings
     from warehouse.logs import configure_logging

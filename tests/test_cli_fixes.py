@@ -96,6 +96,12 @@ def test_a_bad_setting_is_one_error_line_for_every_command(data_home: Path) -> N
     ]
 
 
+def test_help_works_even_with_a_bad_setting(data_home: Path) -> None:
+    out = _run(["keys", "create", "--help"], {"CRYPTOWIRE_HOME": str(data_home), "CRYPTOWIRE_PORT": "abc"})
+    assert out.returncode == 0, out.stderr
+    assert "--plan" in out.stdout and "CRYPTOWIRE_PORT" not in out.stderr
+
+
 @pytest.mark.parametrize(
     ("variable", "value", "says"),
     [
