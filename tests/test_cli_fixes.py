@@ -21,7 +21,7 @@ from api.metering import build_access
 from api.metering.access import KEY_CACHE_SECONDS
 from pipeline.cli import app
 from tests.support.metered import write_plans
-from warehouse.config import PROJECT_ROOT, get_settings
+from warehouse.config import PROJECT_ROOT, Settings, get_settings
 
 runner = CliRunner()
 ISO_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
@@ -94,6 +94,30 @@ def test_a_bad_setting_is_one_error_line_for_every_command(data_home: Path) -> N
         "error: CRYPTOWIRE_PORT='abc': input should be a valid integer, unable to parse string as an integer; "
         "fix it in the environment or .env, or unset it for the default (8000)"
     ]
+
+
+def test_settings_travel_to_a_child_started_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`cryptowire dev` starts Dagster in the Dagster home: relative paths and .env values must still hold there."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / ".env").write_text("CRYPTOWIRE_PORT=8123\n")
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("CRYPTOWIRE_HOME", "data")
+    monkeypatch.setenv("CRYPTOWIRE_PDF_ALLOW_HOSTS", '["example.com"]')
+    here = Settings()
+    env = here.as_env()
+    assert env["CRYPTOWIRE_HOME"] == str(project / "data") and env["CRYPTOWIRE_PORT"] == "8123"
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    there = Settings()
+    assert there.home == project / "data" and there.port == 8123 and there.pdf_allow_hosts == ["example.com"]
+    assert there.as_env() == env
 
 
 def test_help_works_even_with_a_bad_setting(data_home: Path) -> None:

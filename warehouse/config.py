@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -107,6 +108,24 @@ class Settings(BaseSettings):
     @property
     def dagster_home(self) -> Path:
         return self.home / "dagster"
+
+    def as_env(self) -> dict[str, str]:
+        """These settings as ``CRYPTOWIRE_*`` variables, paths made absolute: a child process started in another
+        directory (``cryptowire dev``) sees exactly these values, whatever it finds in its own .env."""
+        env: dict[str, str] = {}
+        for name, value in self:
+            if value is None:
+                continue
+            if isinstance(value, Path):
+                text = str(value.resolve())
+            elif isinstance(value, list):
+                text = json.dumps(value)
+            elif isinstance(value, bool):
+                text = "true" if value else "false"
+            else:
+                text = str(value)
+            env[f"CRYPTOWIRE_{name.upper()}"] = text
+        return env
 
     def ensure_dirs(self) -> None:
         for d in (self.home, self.snapshots_dir, self.dagster_home):

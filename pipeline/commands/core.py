@@ -114,12 +114,18 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def dev() -> None:
         """Open the Dagster UI (`dagster dev`) on this code location, with DAGSTER_HOME under the data home."""
+        import os
         import subprocess
         import sys
 
         from pipeline.jobs import prepare_dagster_home
 
-        home = prepare_dagster_home(_settings())
+        settings = _settings()
+        home = prepare_dagster_home(settings)
         typer.echo(f"DAGSTER_HOME={home}")
         dagster = Path(sys.executable).parent / "dagster"
-        raise typer.Exit(subprocess.call([str(dagster), "dev", "-m", "pipeline.definitions"]))
+        # Run from the Dagster home: started in the project folder, Dagster warns that the dagster.yaml it finds
+        # there "will not be used" (its copy in DAGSTER_HOME is). The settings travel as absolute values.
+        env = {**os.environ, **settings.as_env(), "DAGSTER_HOME": str(home),
+               "PYTHONWARNINGS": "ignore:Function `dev_command` is superseded"}  # `dagster dev` is what we mean
+        raise typer.Exit(subprocess.call([str(dagster), "dev", "-m", "pipeline.definitions"], cwd=home, env=env))
