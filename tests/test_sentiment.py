@@ -112,6 +112,15 @@ def test_feed_headlines_eval_set_is_well_formed_and_the_model_reads_it_like_a_tr
     assert report["macro_f1"] >= 0.64, report
 
 
+def test_blind_reading_covers_the_whole_held_out_split() -> None:
+    """models/eval/cryptolin_holdout_blind.csv (`python -m models.agreement`) labels exactly the held-out ids."""
+    from models.agreement import blind_labels
+
+    reader = blind_labels()
+    assert sorted(reader) == sorted(e.id for e in cryptolin_splits(CRYPTOLIN)[1])
+    assert set(reader.values()) == {"negative", "neutral", "positive"}
+
+
 def test_a_damaged_cached_graph_is_built_again(model: SentimentModel, sentiment_cache: Path, tmp_path: Path) -> None:
     (cached,) = sentiment_cache.glob(f"sentiment-{model.version}-*.onnx")
     damaged = tmp_path / cached.name
