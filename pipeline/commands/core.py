@@ -126,6 +126,7 @@ def register(app: typer.Typer) -> None:
         dagster = Path(sys.executable).parent / "dagster"
         # Run from the Dagster home: started in the project folder, Dagster warns that the dagster.yaml it finds
         # there "will not be used" (its copy in DAGSTER_HOME is). The settings travel as absolute values.
-        env = {**os.environ, **settings.as_env(), "DAGSTER_HOME": str(home),
-               "PYTHONWARNINGS": "ignore:Function `dev_command` is superseded"}  # `dagster dev` is what we mean
+        quiet = "ignore:Function `dev_command` is superseded"  # `dagster dev` is what we mean
+        warnings = ",".join(filter(None, [os.environ.get("PYTHONWARNINGS"), quiet]))
+        env = {**os.environ, **settings.as_env(), "DAGSTER_HOME": str(home), "PYTHONWARNINGS": warnings}
         raise typer.Exit(subprocess.call([str(dagster), "dev", "-m", "pipeline.definitions"], cwd=home, env=env))
