@@ -104,6 +104,7 @@ def test_settings_travel_to_a_child_started_elsewhere(
     project.mkdir()
     (project / ".env").write_text("CRYPTOWIRE_PORT=8123\n")
     monkeypatch.chdir(project)
+    monkeypatch.delenv("CRYPTOWIRE_PORT", raising=False)  # the .env value must be the one that travels
     monkeypatch.setenv("CRYPTOWIRE_HOME", "data")
     monkeypatch.setenv("CRYPTOWIRE_PDF_ALLOW_HOSTS", '["example.com"]')
     here = Settings()
