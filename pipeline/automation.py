@@ -81,6 +81,22 @@ def schedules(settings: Settings) -> list[dg.ScheduleDefinition]:
     ]
 
 
+@dg.sensor(
+    name="recover_dead_runs",
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Marks runs whose process is gone (killed, evicted, a power cut) as failed and frees the writer "
+    "pool slots they hold, so that scheduled runs never wait for a dead one.",
+)
+def recover_dead_runs(context: dg.SensorEvaluationContext) -> dg.SkipReason:
+    from pipeline.recovery import recover
+
+    repairs = recover(context.instance)
+    for line in repairs:
+        context.log.warning(f"repaired: {line}")
+    return dg.SkipReason("; ".join(repairs) or "no dead runs")
+
+
 automation_sensor = dg.AutomationConditionSensorDefinition(
     "follow_upstream",
     target=dg.AssetSelection.all(),

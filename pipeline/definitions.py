@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
+from pipeline import dagster_fixes  # noqa: F401  (run workers too: a step waiting for a slot sleeps)
 from pipeline.assets.enrich import articles, crypto_assets
 from pipeline.assets.events import prediction_events
 from pipeline.assets.ingest import raw_articles
@@ -13,6 +14,7 @@ from pipeline.automation import (
     backfill_articles_job,
     ingest_job,
     maintenance,
+    recover_dead_runs,
     rederive_events_job,
     refresh_job,
     schedules,
@@ -40,7 +42,7 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
         asset_checks=ALL_CHECKS,
         jobs=[ingest_job, refresh_job, backfill_articles_job, rederive_events_job, maintenance],
         schedules=schedules(settings),
-        sensors=[automation_sensor],
+        sensors=[automation_sensor, recover_dead_runs],
         resources=resources(settings),
     )
 

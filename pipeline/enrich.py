@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import duckdb
 import polars as pl
 
+from warehouse.crashpoints import crash_point
 from warehouse.db import transaction, utcnow
 
 RAW_COLUMNS = (
@@ -111,6 +112,7 @@ def score(
             "prob_neutral = u.prob_neutral, prob_positive = u.prob_positive, model_version = u.model_version, "
             "enriched_at = u.enriched_at",
         )
+        crash_point("articles:scoring")
     return len(todo)
 
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +43,7 @@ class RunSummary:
     ok: bool
     assets: list[AssetOutcome]
     checks: list[dict[str, Any]]
+    repairs: list[str] = field(default_factory=list)  # what recovery repaired before the run
 
 
 def _plain(value: Any) -> Any:
@@ -59,13 +63,53 @@ def _root_cause(err: Any) -> str:
     return f"{name.rsplit('.', 1)[-1]}: {text}" if text else name
 
 
-def materialize(settings: Settings, select: list[str] | None = None) -> RunSummary:
-    """Materialize the selected assets (all by default) with the in-process executor, so it starts fast."""
+def repair_files(settings: Settings, fix: bool = True) -> list[str]:
+    """Unfinished snapshot files, a dangling ``CURRENT``, an unreplayed warehouse log: what a crash can leave in
+    the data home's files. Call it with no run writing (the materialization lock held, no live pool holder)."""
+    from warehouse.repair import repair_snapshots, replay_warehouse_wal
+
+    return [*repair_snapshots(settings.snapshots_dir, fix), *replay_warehouse_wal(settings.warehouse_path, fix)]
+
+
+def wait_for_pool(instance: Any, timeout: float | None, say: Callable[[str], None]) -> list[str]:
+    """Wait, sleeping, until no live run holds or waits for the writer pool (runs the daemon launched); dead
+    holders are recovered on the way. Returns the repairs made."""
+    from pipeline.recovery import POOL, in_progress, pool_runs, recover
+    from pipeline.runlock import POLL_SECONDS, wait_deadline
+
+    repairs: list[str] = []
+    started = time.monotonic()
+    told = False
+    while True:
+        repairs += recover(instance)
+        holders = [r for r in in_progress(instance) if r.run_id in pool_runs(instance)]
+        if not holders:
+            return repairs
+        what = f"{holders[0].describe()}, which holds the {POOL} pool (one process writes the warehouse)"
+        if not told:
+            say(f"waiting for {what}")
+            told = True
+        wait_deadline(started, timeout, what)
+        time.sleep(POLL_SECONDS * 2)
+
+
+def materialize(
+    settings: Settings,
+    select: list[str] | None = None,
+    wait_timeout: float | None = None,
+    say: Callable[[str], None] = print,
+) -> RunSummary:
+    """Materialize the selected assets (all by default) with the in-process executor, so it starts fast.
+
+    First, with the data home's materialization lock held: recover what a crashed run left, and wait (saying so
+    once, at most ``wait_timeout`` seconds) for a live run that holds the writer pool."""
+    from pipeline import dagster_fixes  # noqa: F401  (a waiting step sleeps instead of spinning)
     from pipeline.definitions import ALL_ASSETS, ALL_CHECKS, resources
+    from pipeline.recovery import TAG_TOKEN, heartbeat, process_tags
+    from pipeline.runlock import exclusive
 
     prepare_dagster_home(settings)
     settings.ensure_dirs()
-    instance = dg.DagsterInstance.get()
     names = {a.key.to_user_string() for a in ALL_ASSETS}
     selection: Any = None
     if select:
@@ -73,17 +117,31 @@ def materialize(settings: Settings, select: list[str] | None = None) -> RunSumma
         if unknown:
             raise ValueError(f"unknown asset(s) {', '.join(unknown)}: choose from {', '.join(sorted(names))}")
         selection = dg.AssetSelection.assets(*select)
-    result = dg.materialize(
-        [*ALL_ASSETS, *ALL_CHECKS],
-        selection=selection,
-        resources=resources(settings),
-        instance=instance,
-        raise_on_error=False,
-        # Dagster's own console lines (per-event DEBUG, a stack trace per failed step) drown the summary, which
-        # gives each failure in one line; the full traces stay in the run's event log (the Dagster UI). Our own
-        # warnings (a feed that failed) are Python logging and still show.
-        run_config={"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}},
-    )
+    with exclusive(settings.dagster_home / "materialize.lock", wait_timeout, say):
+        instance = dg.DagsterInstance.get()
+        repairs = wait_for_pool(instance, wait_timeout, say)  # also marks dead runs failed, frees their slots
+        repairs += repair_files(settings)
+        for line in repairs:
+            say(f"repaired: {line}")
+        tags = process_tags()
+        stop = threading.Event()
+        beat = threading.Thread(target=heartbeat, args=(instance, tags[TAG_TOKEN], stop), daemon=True)
+        beat.start()
+        try:
+            result = dg.materialize(
+                [*ALL_ASSETS, *ALL_CHECKS],
+                selection=selection,
+                resources=resources(settings),
+                instance=instance,
+                raise_on_error=False,
+                tags=tags,
+                # Dagster's own console lines (per-event DEBUG, a stack trace per failed step) drown the summary,
+                # which gives each failure in one line; the full traces stay in the run's event log (the Dagster
+                # UI). Our own warnings (a feed that failed) are Python logging and still show.
+                run_config={"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}},
+            )
+        finally:
+            stop.set()
     outcomes: dict[str, AssetOutcome] = {}
     for event in result.all_events:
         if event.event_type_value == "ASSET_MATERIALIZATION":
@@ -105,4 +163,26 @@ def materialize(settings: Settings, select: list[str] | None = None) -> RunSumma
                 "metadata": {k: _plain(v) for k, v in ev.metadata.items()},
             }
         )
-    return RunSummary(run_id=result.run_id, ok=result.success, assets=list(outcomes.values()), checks=checks)
+    return RunSummary(
+        run_id=result.run_id, ok=result.success, assets=list(outcomes.values()), checks=checks, repairs=repairs
+    )
+
+
+def doctor(settings: Settings, fix: bool = True) -> tuple[list[str], str | None]:
+    """``cryptowire doctor``: the repairs made (or, with ``fix=False``, needed), and why file repairs were
+    skipped, if they were (a live run is writing)."""
+    from pipeline.recovery import in_progress, pool_runs, recover
+    from pipeline.runlock import WaitTimeout, exclusive
+
+    prepare_dagster_home(settings)
+    settings.ensure_dirs()
+    instance = dg.DagsterInstance.get()
+    try:
+        with exclusive(settings.dagster_home / "materialize.lock", 0, lambda _line: None):
+            repairs = recover(instance, fix)
+            writers = [r for r in in_progress(instance) if r.alive and r.run_id in pool_runs(instance)]
+            if writers:
+                return repairs, f"{writers[0].describe()} is writing the warehouse: file checks skipped"
+            return repairs + repair_files(settings, fix), None
+    except WaitTimeout:
+        return recover(instance, fix), "a materialization is running: only its dead peers were checked"

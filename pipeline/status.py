@@ -85,22 +85,24 @@ def _run_events(instance: Any, run_id: str) -> tuple[set[str], set[str]]:
     return materialized, failed
 
 
-def _asset_outcome(run: Any, events: tuple[set[str], set[str]], asset: str, step: str) -> str:
+def _asset_outcome(run: Any, events: tuple[set[str], set[str]], asset: str, step: str, dead: bool) -> str:
     """The asset's own outcome in its last run, whatever the whole run's status (a failed run can have
-    materialized some assets and never attempted others)."""
+    materialized some assets and never attempted others; a run whose process died never finishes them)."""
     materialized, failed = events
     if step in failed:
         return "failed"
     if asset in materialized:
         return "materialized"
-    return "skipped" if run.is_finished else "running"
+    if run.is_finished:
+        return "skipped"
+    return "interrupted" if dead else "running"
 
 
-def _runs(settings: Settings) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _runs(settings: Settings) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """Per asset, the last materialization, and the last run that planned it: the asset's own outcome there and
     the whole run's status. Per check, its last evaluation. From the Dagster instance under the data home."""
     if not (settings.dagster_home / "dagster.yaml").exists():
-        return [], []
+        return [], [], []
     import dagster as dg
     from dagster._core.storage.asset_check_execution_record import (
         AssetCheckExecutionRecordStatus as CheckStatus,
@@ -108,9 +110,11 @@ def _runs(settings: Settings) -> tuple[list[dict[str, Any]], list[dict[str, Any]
 
     from pipeline.definitions import ALL_ASSETS, ALL_CHECKS
     from pipeline.jobs import prepare_dagster_home
+    from pipeline.recovery import in_progress
 
     prepare_dagster_home(settings)
     instance = dg.DagsterInstance.get()
+    unfinished = {r.run_id: r for r in in_progress(instance)}
     assets = []
     by_run: dict[str, tuple[set[str], set[str]]] = {}  # one event-log read per run, shared by its assets
     for asset in ALL_ASSETS:
@@ -122,8 +126,10 @@ def _runs(settings: Settings) -> tuple[list[dict[str, Any]], list[dict[str, Any]
         if run is not None:
             if run.run_id not in by_run:
                 by_run[run.run_id] = _run_events(instance, run.run_id)
-            outcome = _asset_outcome(run, by_run[run.run_id], name, asset.node_def.name)
-            last_run = {"run_id": run.run_id, "outcome": outcome, "status": run.status.value}
+            proc = unfinished.get(run.run_id)
+            dead = proc is not None and not proc.alive
+            outcome = _asset_outcome(run, by_run[run.run_id], name, asset.node_def.name, dead)
+            last_run = {"run_id": run.run_id, "outcome": outcome, "status": run.status.value, "process_gone": dead}
         assets.append(
             {"asset": name, "last_materialized": _iso(mat.timestamp if mat else None), "last_run": last_run}
         )
@@ -141,11 +147,16 @@ def _runs(settings: Settings) -> tuple[list[dict[str, Any]], list[dict[str, Any]
             # FAILED: the check itself raised, so it did not pass
             passed = getattr(data, "passed", None) if records[0].status == CheckStatus.SUCCEEDED else False
             checks.append({"asset": check_key.asset_key.to_user_string(), "check": check_key.name, "passed": passed})
-    return assets, checks
+    runs = [
+        {"run_id": r.run_id, "status": r.status, "pid": r.pid, "host": r.host, "since": r.since, "alive": r.alive,
+         "why": r.reason}
+        for r in unfinished.values()
+    ]
+    return assets, checks, runs
 
 
 def collect(settings: Settings) -> dict[str, Any]:
-    assets, checks = _runs(settings)
+    assets, checks, runs = _runs(settings)
     return {
         "home": str(settings.home.resolve()),
         "warehouse": str(settings.warehouse_path.resolve()),
@@ -154,6 +165,7 @@ def collect(settings: Settings) -> dict[str, Any]:
         **_warehouse(settings),
         "assets": assets,
         "checks": checks,
+        "runs_in_progress": runs,
     }
 
 
@@ -180,7 +192,15 @@ def render(report: dict[str, Any]) -> str:
         for a in report["assets"]:
             run = a["last_run"]
             outcome, whole = (run["outcome"], f"{run['run_id'][:8]} {run['status']}") if run else ("-", "-")
+            whole += " (process gone)" if run and run["process_gone"] else ""
             lines.append(f"  {a['asset']:<20} {_shown(a['last_materialized']):<24} {outcome:<16} {whole}")
+    if report["runs_in_progress"]:
+        lines.append("runs not finished:")
+        for r in report["runs_in_progress"]:
+            state = "running" if r["alive"] else "DEAD"
+            lines.append(f"  {r['run_id'][:8]} {r['status']:<9} {state:<8} since {_shown(r['since'])}: {r['why']}")
+        if any(not r["alive"] for r in report["runs_in_progress"]):
+            lines.append("  the next `cryptowire materialize` repairs dead runs by itself; `cryptowire doctor` does it now")
     if report["checks"]:
         passed = sum(c["passed"] is True for c in report["checks"])
         failed = [c for c in report["checks"] if c["passed"] is False]

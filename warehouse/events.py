@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 import duckdb
 
+from warehouse.crashpoints import crash_point
 from warehouse.db import transaction
 
 ID_PATTERN = r"^pevt_[A-Za-z0-9]{20}$"
@@ -161,6 +162,7 @@ def merge_events(con: duckdb.DuckDBPyConnection, candidates: Sequence[EventLike]
                     "WHERE e.event_id = s.event_id AND e.article_id = s.article_id)",
                     {"now": now},
                 )
+            crash_point("events:merging")
             not_derived = _one(
                 con, f"SELECT count(*) FROM prediction_events WHERE id NOT IN (SELECT id FROM {name})"
             )

@@ -12,8 +12,10 @@ warehouse). Layout of a snapshot:
 - ``filter_values(kind, value)``: the lists behind ``newsSources``, ``newsTopics`` and ``tickers``.
 - ``snapshot_info``: one row: ``tag`` (random, identifies this file), creation time, row counts, format.
 
-A snapshot is written in full, checkpointed and detached before it is published by atomically replacing the
-``CURRENT`` pointer file (temp file + ``os.replace``); readers only ever follow ``CURRENT``. The newest ``keep``
+A snapshot is written under a ``.partial`` name, checkpointed and detached, renamed to its final name, and
+only then published by atomically replacing the ``CURRENT`` pointer file (temp file + ``os.replace``); readers
+only ever follow ``CURRENT``. So a crash at any point leaves at worst a ``.partial`` file or a complete snapshot
+that ``CURRENT`` does not name yet, both of which ``repair_snapshots`` cleans up. The newest ``keep``
 snapshots stay; older ones are deleted unless another process still holds them open (DuckDB keeps an ``fcntl``
 lock on an open database file), in which case a later publish deletes them.
 """
@@ -28,10 +30,13 @@ from pathlib import Path
 
 import duckdb
 
+from warehouse.crashpoints import crash_point
+
 SNAPSHOT_FORMAT = 1
 POINTER = "CURRENT"
 PREFIX = "snapshot-"
 SUFFIX = ".duckdb"
+PARTIAL = ".partial"  # a snapshot being written: never listed, never pointed to
 ROW_GROUP_SIZE = 16384  # small row groups: zone maps skip more of the table around a page
 
 NEWS_SQL = """
@@ -119,13 +124,15 @@ def publish_snapshot(con: duckdb.DuckDBPyConnection, snapshots_dir: Path, keep: 
     snapshots_dir = Path(snapshots_dir)
     snapshots_dir.mkdir(parents=True, exist_ok=True)
     path = snapshots_dir / snapshot_name()
+    partial = path.with_name(path.name + PARTIAL)
     alias = f"cw_publish_{secrets.token_hex(4)}"
     tag = secrets.token_hex(4)
-    literal = str(path.resolve()).replace("'", "''")
+    literal = str(partial.resolve()).replace("'", "''")
     con.execute(f"ATTACH '{literal}' AS {alias} (ROW_GROUP_SIZE {ROW_GROUP_SIZE})")
     try:
         con.execute(NEWS_SQL.format(db=alias))
         con.execute(f"CREATE UNIQUE INDEX news_id ON {alias}.news (id)")
+        crash_point("snapshot:writing")
         con.execute(EVENTS_SQL.format(db=alias))
         # Unique by construction upstream; the index also makes a createdAt cursor a point lookup.
         con.execute(f"CREATE UNIQUE INDEX events_created_at ON {alias}.events (created_at)")
@@ -139,11 +146,15 @@ def publish_snapshot(con: duckdb.DuckDBPyConnection, snapshots_dir: Path, keep: 
         con.execute(f"CHECKPOINT {alias}")
     except BaseException:
         con.execute(f"DETACH {alias}")
-        _unlink(path)
+        _unlink(partial)
         raise
     con.execute(f"DETACH {alias}")
-    _fsync(path)
-    _point_to(snapshots_dir, path.name)
+    _fsync(partial)
+    os.replace(partial, path)
+    _fsync(snapshots_dir)
+    crash_point("snapshot:written")
+    point_to(snapshots_dir, path.name)
+    crash_point("snapshot:published")
     prune_snapshots(snapshots_dir, keep)
     return path
 
@@ -156,7 +167,7 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def _point_to(snapshots_dir: Path, name: str) -> None:
+def point_to(snapshots_dir: Path, name: str) -> None:
     """Atomically make ``CURRENT`` name the snapshot: readers see the old name or the new one, never a mix."""
     tmp = snapshots_dir / f".{POINTER}.{secrets.token_hex(4)}.tmp"
     with open(tmp, "w") as f:

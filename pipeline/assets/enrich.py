@@ -7,6 +7,7 @@ from pipeline.assets.ingest import POOL
 from pipeline.automation import EAGER
 from pipeline.resources import WarehouseResource
 from warehouse.config import get_settings
+from warehouse.crashpoints import crash_point
 
 
 @dg.asset(
@@ -47,6 +48,7 @@ def articles(context: dg.AssetExecutionContext, warehouse: WarehouseResource) ->
     with warehouse.connect() as con:
         report = enrich_articles(con, model, article_text, tagger)
         rows = con.execute("SELECT sentiment, count(*) FROM articles GROUP BY ALL ORDER BY 1").fetchall()
+    crash_point("articles:committed")
     context.log.info(f"scored {report.scored}, tagged {report.tagged} (model {report.model_version})")
     return dg.MaterializeResult(
         metadata={

@@ -7,6 +7,7 @@ from pipeline.assets.enrich import articles
 from pipeline.assets.ingest import POOL
 from pipeline.automation import EAGER
 from pipeline.resources import WarehouseResource
+from warehouse.crashpoints import crash_point
 
 ARTICLE_SQL = """
 SELECT id, title, summary, url, image_url, source_name, published_at, tickers, topics
@@ -42,6 +43,7 @@ def prediction_events(context: dg.AssetExecutionContext, warehouse: WarehouseRes
         total, open_ = con.execute(
             "SELECT count(*), count(*) FILTER (WHERE date > now()::TIMESTAMP) FROM prediction_events"
         ).fetchall()[0]
+    crash_point("events:committed")
     context.log.info(f"{len(candidates)} candidate events from {len(inputs)} tagged articles")
     return dg.MaterializeResult(
         metadata={

@@ -8,6 +8,7 @@ import dagster as dg
 from pipeline.automation import RAW_FRESHNESS
 from pipeline.resources import FeedsResource, WarehouseResource
 from warehouse.config import get_settings
+from warehouse.crashpoints import crash_point
 
 POOL = "duckdb_writer"
 
@@ -31,6 +32,7 @@ def raw_articles(
         except AllFeedsFailed as exc:
             raise dg.Failure(description=str(exc)) from exc
         total = con.execute("SELECT count(*) FROM raw_articles").fetchall()[0][0]
+    crash_point("ingest:committed")
     health = [
         {
             "feed": r.feed.name,

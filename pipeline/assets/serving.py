@@ -21,9 +21,15 @@ from pipeline.resources import SnapshotsResource, WarehouseResource
     description="A new DuckDB file with the curated tables in serving order, published atomically; the API "
     "switches to it between requests. The newest few are kept.",
 )
-def serving_snapshot(warehouse: WarehouseResource, snapshots: SnapshotsResource) -> dg.MaterializeResult:
+def serving_snapshot(
+    context: dg.AssetExecutionContext, warehouse: WarehouseResource, snapshots: SnapshotsResource
+) -> dg.MaterializeResult:
     from warehouse.publish import publish_snapshot
+    from warehouse.repair import repair_snapshots
 
+    # Holding the writer pool, no other publish runs: what a crashed one left can go (scheduled runs too).
+    for line in repair_snapshots(Path(snapshots.directory)):
+        context.log.warning(f"repaired: {line}")
     with warehouse.connect() as con:
         path = publish_snapshot(con, Path(snapshots.directory), keep=snapshots.keep)
     return dg.MaterializeResult(

@@ -38,10 +38,28 @@ def _print_summary(summary: Any) -> None:
         typer.echo(f"    {c['asset']}.{c['check']} failed: {c['metadata'].get('violations')} violation(s)")
 
 
-def run_materialize(feeds: Path | None, select: str | None, as_json: bool) -> Any:
+WAIT_TIMEOUT = typer.Option(
+    None, "--wait-timeout", min=0, help="Seconds to wait for a run that holds the warehouse (default: no limit)."
+)
+
+
+def _say(line: str) -> None:
+    typer.echo(line, err=True)  # stderr: --json output stays one document
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM stops a waiting or running materialization as Ctrl-C does (Dagster marks the run canceled or
+    failed and frees its slot); the default would kill it without that."""
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+
+
+def run_materialize(feeds: Path | None, select: str | None, as_json: bool, wait_timeout: float | None = None) -> Any:
     from dataclasses import asdict
 
     from pipeline.jobs import materialize as do_materialize
+    from pipeline.runlock import WaitTimeout
 
     settings = _settings(feeds)
     chosen = [s.strip() for s in select.split(",") if s.strip()] if select else None
@@ -53,10 +71,13 @@ def run_materialize(feeds: Path | None, select: str | None, as_json: bool) -> An
             load_feeds(settings.feeds_file)
         except FeedsFileError as exc:
             fail(str(exc))
+    stop_on_sigterm()
     try:
-        summary = do_materialize(settings, chosen)
-    except ValueError as exc:
+        summary = do_materialize(settings, chosen, wait_timeout=wait_timeout, say=_say)
+    except (ValueError, WaitTimeout) as exc:
         fail(str(exc))
+    except KeyboardInterrupt:
+        fail("stopped by SIGINT/SIGTERM: what the run committed stays; the next run carries on from there", code=130)
     if as_json:
         emit_json(asdict(summary))
     else:
@@ -71,10 +92,14 @@ def register(app: typer.Typer) -> None:
         select: str | None = typer.Option(
             None, "--select", help="Comma-separated assets to materialize (default: all), e.g. raw_articles,articles."
         ),
+        wait_timeout: float | None = WAIT_TIMEOUT,
         as_json: bool = JSON,
     ) -> None:
-        """Materialize the pipeline's assets in-process (recorded in the Dagster instance under the data home)."""
-        summary = run_materialize(feeds, select, as_json)
+        """Materialize the pipeline's assets in-process (recorded in the Dagster instance under the data home).
+
+        First it repairs what a crashed run left (and prints each repair), and waits for a live run that holds
+        the warehouse, saying which."""
+        summary = run_materialize(feeds, select, as_json, wait_timeout)
         if not summary.ok:
             raise typer.Exit(1)
 
@@ -92,13 +117,37 @@ def register(app: typer.Typer) -> None:
         typer.echo(render(report))
 
     @app.command()
+    def doctor(
+        check: bool = typer.Option(False, "--check", help="Only report what needs repair (exit 1 if anything does)."),
+        as_json: bool = JSON,
+    ) -> None:
+        """Check and repair what a crash can leave in the data home: runs whose process is gone (marked failed)
+        and the pool slots they hold, unfinished snapshot files, a missing or dangling snapshots/CURRENT, a
+        warehouse log never checkpointed. `cryptowire materialize` does the same before every run."""
+        from pipeline.jobs import doctor as run_doctor
+
+        repairs, skipped = run_doctor(_settings(), fix=not check)
+        if as_json:
+            emit_json({"repairs": repairs, "fixed": not check, "skipped": skipped})
+        else:
+            for line in repairs:
+                typer.echo(("needs repair: " if check else "repaired: ") + line)
+            if skipped:
+                typer.echo(skipped)
+            if not repairs:
+                typer.echo("nothing to repair")
+        if check and repairs:
+            raise typer.Exit(1)
+
+    @app.command()
     def up(
         feeds: Path | None = typer.Option(None, "--feeds", help="Feeds YAML to ingest (default: the bundled sample)."),
         serve: bool = typer.Option(True, "--serve/--no-serve", help="Serve the API after materializing."),
+        wait_timeout: float | None = WAIT_TIMEOUT,
         as_json: bool = JSON,
     ) -> None:
         """Materialize every asset (on the bundled sample by default), print what landed, then serve the API."""
-        summary = run_materialize(feeds, None, as_json)
+        summary = run_materialize(feeds, None, as_json, wait_timeout)
         if not summary.ok:
             fail("the pipeline failed (see above); nothing to serve")
         from pipeline.status import collect, render

@@ -36,6 +36,7 @@ from pipeline.ingest.fetch import Fetched, fetch_all, run_sync
 from pipeline.ingest.parse import Entry, FeedParseError, ParsedFeed, parse_feed
 from warehouse import raw
 from warehouse.config import Settings
+from warehouse.crashpoints import crash_point
 from warehouse.db import transaction, utcnow
 
 log = logging.getLogger(__name__)
@@ -234,8 +235,10 @@ def ingest(
 
     articles = raw.article_frame(cols)
     t_built = time.perf_counter()
+    crash_point("ingest:fetched")
     with transaction(con):
         new_ids, updated_ids = raw.merge_articles(con, articles)
+        crash_point("ingest:writing")
         raw.save_feed_state(con, pl.DataFrame(state_rows, schema=raw.STATE_SCHEMA))
         for aid, idx in owner.items():
             if aid in new_ids:
