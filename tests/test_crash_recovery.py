@@ -164,3 +164,123 @@ def test_a_killed_run_is_recovered_by_the_next(where: str, home: Path, reference
 
     doctor = subprocess.run([CLI, "doctor", "--check"], env=_env(home), capture_output=True, text=True)
     assert doctor.returncode == 0 and "nothing to repair" in doctor.stdout, doctor.stdout + doctor.stderr
+
+
+def _instance(home: Path):  # noqa: ANN202
+    """The data home's Dagster instance, opened as the CLI opens it (the project's dagster.yaml)."""
+    import dagster as dg
+    from dagster._core.instance.ref import InstanceRef
+
+    (home / "dagster").mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(Path(__file__).resolve().parents[1] / "dagster.yaml", home / "dagster" / "dagster.yaml")
+    return dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home / "dagster")))
+
+
+def _hold_pool(home: Path, pid: int) -> str:
+    """A run of another process (as the daemon launches them) that holds the writer pool's slot."""
+    import socket
+
+    from dagster import DagsterRun, DagsterRunStatus
+
+    from pipeline.recovery import POOL, TAG_HOST, TAG_PID, TAG_PID_START, process_start
+
+    instance = _instance(home)
+    tags = {TAG_HOST: socket.gethostname(), TAG_PID: str(pid), TAG_PID_START: process_start(pid) or ""}
+    run = instance.add_run(DagsterRun(job_name="refresh", status=DagsterRunStatus.STARTED, tags=tags))
+    instance.event_log_storage.initialize_concurrency_limit_to_default(POOL)
+    assert instance.event_log_storage.claim_concurrency_slot(POOL, run.run_id, "articles").is_claimed
+    instance.dispose()
+    return run.run_id
+
+
+def _run_with_usage(args: list[str], home: Path) -> tuple[int, str, float, float]:
+    """Exit code, stderr, wall seconds and CPU seconds (user + system) of a command."""
+    started = time.monotonic()
+    proc = subprocess.Popen(args, env=_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    stderr = proc.stderr.read() if proc.stderr else ""
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, stderr, time.monotonic() - started, usage.ru_utime + usage.ru_stime
+
+
+def test_a_run_waits_for_a_live_holder_once_asleep_and_gives_up_at_the_timeout(home: Path) -> None:
+    holder = subprocess.Popen(["sleep", "600"])
+    try:
+        run_id = _hold_pool(home, holder.pid)
+        status = subprocess.run([CLI, "status", "--json"], env=_env(home), capture_output=True, text=True, check=True)
+        (shown,) = json.loads(status.stdout)["runs_in_progress"]
+        assert shown["run_id"] == run_id and shown["alive"] is True and shown["pid"] == holder.pid
+
+        code, stderr, wall, cpu = _run_with_usage([CLI, "materialize", "--wait-timeout", "8"], home)
+        assert code == 1, stderr
+        assert stderr.count("waiting for") == 1 and f"run {run_id} (pid {holder.pid}" in stderr, stderr
+        assert "gave up after waiting 8 s" in stderr and "doctor" in stderr, stderr
+        assert 8 <= wall < 40, wall
+        assert cpu < wall - 5, (cpu, wall)  # the 8 s wait sleeps: start-up alone uses CPU
+        assert not (home / "warehouse.duckdb").exists()  # nothing ran
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_waiting_run_goes_ahead_when_the_holder_dies(home: Path) -> None:
+    holder = subprocess.Popen(["sleep", "600"])
+    run_id = _hold_pool(home, holder.pid)
+    proc = subprocess.Popen([CLI, "materialize", "--json"], env=_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    line = proc.stderr.readline()
+    assert line.startswith(f"waiting for run {run_id}"), line
+    holder.kill()
+    holder.wait()
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stderr
+    repairs = json.loads(stdout)["repairs"]
+    assert any(run_id in r and f"its process (pid {holder.pid}) is gone" in r for r in repairs), repairs
+    assert any("freed the duckdb_writer pool slot" in r and run_id in r for r in repairs), repairs
+
+
+def test_a_second_materialize_waits_for_the_first_of_the_same_data_home(home: Path) -> None:
+    first = subprocess.Popen([CLI, "materialize"], env=_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(1)
+        code, stderr, _, _ = _run_with_usage([CLI, "materialize", "--wait-timeout", "2"], home)
+        assert code == 1
+        assert f"waiting for another materialization of this data home to finish (pid {first.pid}" in stderr, stderr
+        assert first.wait(timeout=300) == 0
+    finally:
+        first.kill()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_sigterm_and_sigint_stop_a_running_materialization_within_10_s(sig: int, home: Path) -> None:
+    proc = subprocess.Popen([CLI, "materialize"], env=_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(9)  # past start-up, inside the run (the sample's run takes ~15 s)
+    assert proc.poll() is None, "the run ended before it could be stopped"
+    sent = time.monotonic()
+    proc.send_signal(sig)
+    _, stderr = proc.communicate(timeout=60)
+    assert time.monotonic() - sent < 10, stderr
+    assert proc.returncode != 0
+
+    status = subprocess.run([CLI, "status", "--json"], env=_env(home), capture_output=True, text=True, check=True)
+    assert json.loads(status.stdout)["runs_in_progress"] == []  # the run ended itself: nothing is left running
+    again, _ = _materialize(home)
+    assert again.returncode == 0, again.stderr
+    assert not any("marked" in r for r in json.loads(again.stdout)["repairs"])
+
+
+def test_status_shows_a_killed_run_as_dead_and_doctor_repairs_it(home: Path) -> None:
+    killed, _ = _materialize(home, CRYPTOWIRE_CRASH_AT="articles:scoring")
+    assert killed.returncode == -signal.SIGKILL
+    status = subprocess.run([CLI, "status", "--json"], env=_env(home), capture_output=True, text=True, check=True)
+    (run,) = json.loads(status.stdout)["runs_in_progress"]
+    assert run["alive"] is False and "is gone" in run["why"]
+    text = subprocess.run([CLI, "status"], env=_env(home), capture_output=True, text=True, check=True).stdout
+    assert "DEAD" in text and "(process gone)" in text and "interrupted" in text, text
+
+    check = subprocess.run([CLI, "doctor", "--check"], env=_env(home), capture_output=True, text=True)
+    assert check.returncode == 1 and "would mark run" in check.stdout, check.stdout
+    fixed = subprocess.run([CLI, "doctor"], env=_env(home), capture_output=True, text=True, check=True).stdout
+    assert f"marked run {run['run_id']}" in fixed and "freed the duckdb_writer pool slot" in fixed, fixed
+    status = subprocess.run([CLI, "status", "--json"], env=_env(home), capture_output=True, text=True, check=True)
+    assert json.loads(status.stdout)["runs_in_progress"] == []
