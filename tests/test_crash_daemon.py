@@ -1,0 +1,121 @@
+"""The scheduled path, through a power cut: the real Dagster daemon runs the `poll_feeds` schedule; while the first
+run's step runs, the daemon, its code server and the run's worker are all killed with SIGKILL. Nothing is left to
+report the run's end: it stays STARTED and holds the writer pool's slot. Once the daemon is started again, the
+`recover_dead_runs` sensor marks the run failed and frees its slot, and the next scheduled run succeeds, with
+nobody touching the data home.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.test_crash_recovery import _env, _instance
+
+pytestmark = pytest.mark.slow
+DAEMON = str(Path(sys.executable).parent / "dagster-daemon")
+
+
+def _runs(home: Path) -> list:
+    instance = _instance(home)
+    try:
+        return [(r, _failure_message(instance, r.run_id)) for r in instance.get_runs() if r.job_name == "ingest_feeds"]
+    finally:
+        instance.dispose()
+
+
+def _failure_message(instance, run_id: str) -> str:  # noqa: ANN001
+    from dagster import DagsterEventType
+
+    failures = instance.all_logs(run_id, of_type=DagsterEventType.RUN_FAILURE)
+    return failures[-1].dagster_event.message if failures else ""
+
+
+def _worker_in_step(instance) -> tuple[str, int] | None:  # noqa: ANN001
+    """(run id, run worker pid) of a scheduled run whose step has started, if there is one."""
+    from dagster import DagsterEventType
+
+    for run in instance.get_runs():
+        if run.job_name != "ingest_feeds" or run.status.value != "STARTED":
+            continue
+        if not instance.all_logs(run.run_id, of_type=DagsterEventType.STEP_START):
+            continue
+        for entry in instance.all_logs(run.run_id, of_type=DagsterEventType.ENGINE_EVENT):
+            if "Started process for run" in (entry.dagster_event.message or ""):
+                return run.run_id, int(entry.dagster_event.event_specific_data.metadata["pid"].value)
+    return None
+
+
+def _start_daemon(env: dict[str, str], cwd: Path, log: Path) -> subprocess.Popen:
+    out = open(log, "a")
+    return subprocess.Popen(
+        [DAEMON, "run", "-m", "pipeline.definitions"], env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def _stop(daemon: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
+    try:
+        os.killpg(daemon.pid, sig)
+        daemon.wait(timeout=30)
+    except ProcessLookupError:
+        pass
+    except subprocess.TimeoutExpired:
+        os.killpg(daemon.pid, signal.SIGKILL)
+        daemon.wait()
+
+
+def test_a_scheduled_run_cut_off_mid_step_is_recovered_by_the_daemon(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    dagster_home = home / "dagster"
+    log = tmp_path / "daemon.log"
+    _instance(home).dispose()  # the data home's Dagster home, with the project's dagster.yaml
+    env = _env(home, DAGSTER_HOME=str(dagster_home), CRYPTOWIRE_SCHEDULE_CRON="* * * * *")
+    daemon = _start_daemon(env, dagster_home, log)
+    try:
+        deadline = time.monotonic() + 150
+        killed = None
+        while killed is None:
+            instance = _instance(home)
+            try:
+                killed = _worker_in_step(instance)
+            finally:
+                instance.dispose()
+            assert daemon.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.2)
+        run_id, pid = killed
+        os.kill(pid, signal.SIGKILL)
+        _stop(daemon, signal.SIGKILL)
+        instance = _instance(home)
+        try:
+            assert instance.get_run_by_id(run_id).status.value == "STARTED"  # nobody reported its end
+            assert run_id in {s.run_id for s in instance.event_log_storage.get_concurrency_info("duckdb_writer").claimed_slots}
+        finally:
+            instance.dispose()
+
+        daemon = _start_daemon(env, dagster_home, log)
+        deadline = time.monotonic() + 180
+        while True:
+            runs = _runs(home)
+            dead = [r for r, msg in runs if "Marked failed by cryptowire's recovery" in msg]
+            ok = [r for r, _ in runs if r.status.value == "SUCCESS"]
+            if dead and ok:
+                break
+            assert daemon.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, ([(r.run_id, r.status.value, m) for r, m in runs], log.read_text()[-3000:])
+            time.sleep(2)
+        assert [r.run_id for r in dead] == [run_id] and ok[0].run_id != run_id
+        instance = _instance(home)
+        try:
+            info = instance.event_log_storage.get_concurrency_info("duckdb_writer")
+            assert run_id not in {s.run_id for s in info.claimed_slots}
+        finally:
+            instance.dispose()
+    finally:
+        _stop(daemon)
