@@ -223,6 +223,24 @@ def test_a_run_waits_for_a_live_holder_once_asleep_and_gives_up_at_the_timeout(h
         holder.wait()
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_sigterm_and_sigint_stop_a_waiting_materialization(sig: int, home: Path) -> None:
+    holder = subprocess.Popen(["sleep", "600"])
+    try:
+        _hold_pool(home, holder.pid)
+        proc = subprocess.Popen([CLI, "materialize"], env=_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert proc.stderr is not None
+        assert proc.stderr.readline().startswith("waiting for run")
+        sent = time.monotonic()
+        proc.send_signal(sig)
+        _, stderr = proc.communicate(timeout=60)
+        assert time.monotonic() - sent < 10
+        assert proc.returncode == 130 and "stopped by SIGINT/SIGTERM" in stderr, (proc.returncode, stderr)
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 def test_a_waiting_run_goes_ahead_when_the_holder_dies(home: Path) -> None:
     holder = subprocess.Popen(["sleep", "600"])
     run_id = _hold_pool(home, holder.pid)
@@ -251,7 +269,7 @@ def test_a_second_materialize_waits_for_the_first_of_the_same_data_home(home: Pa
         first.kill()
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_sigterm_and_sigint_stop_a_running_materialization_within_10_s(sig: int, home: Path) -> None:
     proc = subprocess.Popen([CLI, "materialize"], env=_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(9)  # past start-up, inside the run (the sample's run takes ~15 s)
