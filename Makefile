@@ -29,6 +29,7 @@ system:
 	command -v chromium-headless-shell >/dev/null || missing="$$missing chromium-headless-shell"; \
 	command -v pdftotext >/dev/null || missing="$$missing poppler-utils"; \
 	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
+	command -v wrk >/dev/null || missing="$$missing wrk"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    echo "installing system packages:$$missing"; \

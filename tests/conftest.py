@@ -17,6 +17,26 @@ PROJECT = Path(__file__).resolve().parent.parent
 SHARED = (PROJECT / ".." / "shared").resolve()
 SHARED_FEEDS = SHARED / "fixtures" / "feeds"
 SHARED_SENTIMENT = SHARED / "data" / "sentiment"
+# The repository's own test data (tests/fixtures/README.md): what every test that checks behaviour reads.
+FEED_FIXTURES = PROJECT / "tests" / "fixtures" / "feeds"
+# The corpus tier, `@pytest.mark.corpus("feeds" | "cryptolin")`: measurements against the external corpora in
+# ../shared. CI has them; a clone alone skips these tests, each naming what is missing.
+CORPORA = {
+    "feeds": SHARED_FEEDS,
+    "cryptolin": SHARED_SENTIMENT / "cryptolin" / "train.csv",
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        marker = item.get_closest_marker("corpus")
+        if marker is None:
+            continue
+        path = CORPORA[marker.args[0]]
+        if not path.exists():
+            item.add_marker(pytest.mark.skip(
+                reason=f"corpus tier: the {marker.args[0]} corpus is not at {path} (../shared beside the checkout)"
+            ))
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from api.app import create_app
 from pipeline.cli import app as cli
-from tests.conftest import SHARED_FEEDS
+from tests.conftest import FEED_FIXTURES
 from tests.support.apiserver import ApiServer
 from tests.support.feedgen import item, rss
 from tests.support.httpserver import LocalServer, Reply
@@ -59,7 +59,7 @@ def test_feeds_to_api_and_new_items_at_the_head(data_home: Path, tmp_path: Path,
     extra = [("Local Wire opens its markets desk", now - timedelta(days=400))]
 
     with LocalServer() as feeds_srv, LocalServer() as page_srv:
-        for path in sorted(SHARED_FEEDS.glob("*.xml")):
+        for path in sorted(FEED_FIXTURES.glob("*.xml")):
             body = path.read_bytes()
             feeds_srv.routes[f"/feeds/{path.name}"] = lambda req, b=body: Reply(200, b, {"Content-Type": "application/rss+xml"})
         feeds_srv.routes["/feeds/extra.xml"] = lambda req: Reply(200, _extra_feed(extra), {"Content-Type": "application/rss+xml"})
@@ -67,7 +67,7 @@ def test_feeds_to_api_and_new_items_at_the_head(data_home: Path, tmp_path: Path,
             200, b"<html><body><h1>Quarterly crypto report</h1></body></html>", {"Content-Type": "text/html"}
         )
         feeds_file = tmp_path / "feeds.yaml"
-        names = [p.name for p in sorted(SHARED_FEEDS.glob("*.xml"))] + ["extra.xml"]
+        names = [p.name for p in sorted(FEED_FIXTURES.glob("*.xml"))] + ["extra.xml"]
         feeds_file.write_text(
             "feeds:\n" + "".join(f"  - name: {n}\n    url: {feeds_srv.url('/feeds/' + n)}\n" for n in names)
         )

@@ -72,12 +72,12 @@ def test_cli_reports_a_missing_set(tmp_path) -> None:
     assert "no labelled set" in out.stderr
 
 
+@pytest.mark.corpus("cryptolin")
 def test_unseen_cryptolin_headlines_every_derived_event_is_judged() -> None:
-    from pipeline.events.evaluate import CRYPTOLIN_CSV, evaluate_cryptolin
+    from pipeline.events.evaluate import evaluate_cryptolin
+    from tests.conftest import CORPORA
 
-    if not CRYPTOLIN_CSV.exists():
-        pytest.skip("../shared/data/sentiment/cryptolin is not beside this checkout")
-    report = evaluate_cryptolin()
+    report = evaluate_cryptolin(CORPORA["cryptolin"])
     assert report["unjudged"] == [], "judge these in models/eval/events_cryptolin.jsonl"
     assert report["derived"] >= 1
     assert report["precision"] >= 0.90, report["errors"]

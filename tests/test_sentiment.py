@@ -12,12 +12,14 @@ import pytest
 from typer.testing import CliRunner
 
 from models.sentiment import ModelLoadError, Prediction, SentimentModel, article_text, build_model, load_model
-from models.sentiment.data import cryptolin_splits
+from models.sentiment.data import cryptolin_splits, read_labelled_csv
 from models.sentiment.delta import CONFIG_FILE, DELTA_FILE, WEIGHTS_DIR
 from models.sentiment.metrics import classification_report
-from tests.conftest import SHARED_SENTIMENT
+from tests.conftest import PROJECT, SHARED_SENTIMENT
 
-CRYPTOLIN = SHARED_SENTIMENT / "cryptolin" / "train.csv"
+CRYPTOLIN = SHARED_SENTIMENT / "cryptolin" / "train.csv"  # the corpus tier only
+# The project's own labelled feed headlines (models/eval/README.md): what the behaviour tests read.
+FEED_ROWS = read_labelled_csv(PROJECT / "models" / "eval" / "sentiment_feeds.csv")
 FEED_SET = Path(__file__).resolve().parents[1] / "models" / "eval" / "sentiment_feeds.csv"
 
 
@@ -49,7 +51,7 @@ def test_clear_headlines_get_the_right_label(model: SentimentModel, text: str, l
 
 
 def test_prediction_fields_are_consistent(model: SentimentModel) -> None:
-    texts = [e.text for e in cryptolin_splits(CRYPTOLIN)[1][:50]]
+    texts = [e.text for e in FEED_ROWS[:50]]
     for p in model.predict(texts):
         assert isinstance(p, Prediction)
         assert abs(p.p_negative + p.p_neutral + p.p_positive - 1) < 1e-5
@@ -59,7 +61,7 @@ def test_prediction_fields_are_consistent(model: SentimentModel) -> None:
 
 
 def test_batch_and_single_predictions_agree(model: SentimentModel) -> None:
-    valid = cryptolin_splits(CRYPTOLIN)[1]
+    valid = FEED_ROWS
     texts = [e.text for e in valid[:40]] + ["", "Bitcoin " * 100]  # mixed lengths, an empty and a truncated one
     batched = model.predict(texts)
     alone = [model.predict([t])[0] for t in texts]
@@ -80,14 +82,14 @@ def test_empty_and_whitespace_text_is_neutral_zero(model: SentimentModel) -> Non
 def test_version_is_stable_across_loads(model: SentimentModel, sentiment_cache: Path) -> None:
     again = build_model(threads=1, cache_dir=sentiment_cache)
     assert again.version == model.version and again.backend == model.backend == "int8"
-    texts = [e.text for e in cryptolin_splits(CRYPTOLIN)[1][:30]]
+    texts = [e.text for e in FEED_ROWS[:30]]
     assert again.predict(texts) == model.predict(texts)
     config = json.loads((WEIGHTS_DIR / CONFIG_FILE).read_text())
     assert (WEIGHTS_DIR / DELTA_FILE).stat().st_size == config["delta"]["bytes"] <= 25_000_000
 
 
 def test_int8_stays_within_a_hundredth_of_the_float_model(model: SentimentModel) -> None:
-    valid = cryptolin_splits(CRYPTOLIN)[1]
+    valid = FEED_ROWS
     texts, gold = [e.text for e in valid], [e.label for e in valid]
     fp32 = build_model(backend="fp32")
     assert fp32.version != model.version  # results differ slightly, so rows scored by each are told apart
@@ -112,15 +114,6 @@ def test_feed_headlines_eval_set_is_well_formed_and_the_model_reads_it_like_a_tr
     assert report["macro_f1"] >= 0.64, report
 
 
-def test_blind_reading_covers_the_whole_held_out_split() -> None:
-    """models/eval/cryptolin_holdout_blind.csv (`python -m models.agreement`) labels exactly the held-out ids."""
-    from models.agreement import blind_labels
-
-    reader = blind_labels()
-    assert sorted(reader) == sorted(e.id for e in cryptolin_splits(CRYPTOLIN)[1])
-    assert set(reader.values()) == {"negative", "neutral", "positive"}
-
-
 def test_a_damaged_cached_graph_is_built_again(model: SentimentModel, sentiment_cache: Path, tmp_path: Path) -> None:
     (cached,) = sentiment_cache.glob(f"sentiment-{model.version}-*.onnx")
     damaged = tmp_path / cached.name
@@ -128,7 +121,7 @@ def test_a_damaged_cached_graph_is_built_again(model: SentimentModel, sentiment_
     again = build_model(cache_dir=tmp_path)
     assert again.version == model.version
     assert damaged.stat().st_size == cached.stat().st_size
-    texts = [e.text for e in cryptolin_splits(CRYPTOLIN)[1][:30]]
+    texts = [e.text for e in FEED_ROWS[:30]]
     assert again.predict(texts) == model.predict(texts)
 
 
@@ -180,7 +173,7 @@ def _cli():
 
 
 def test_eval_command_on_a_small_csv(tmp_path: Path) -> None:
-    rows = [(e.text, e.label) for e in cryptolin_splits(CRYPTOLIN)[1][:30]] + [("  ", "neutral")]
+    rows = [(e.text, e.label) for e in FEED_ROWS[:30]] + [("  ", "neutral")]
     _write_csv(tmp_path / "small.csv", rows)
     result = CliRunner().invoke(_cli(), ["sentiment", "eval", "--data", str(tmp_path / "small.csv"), "--json"])
     assert result.exit_code == 0, result.output
@@ -205,7 +198,16 @@ def test_eval_command_rejects_a_csv_without_labels(tmp_path: Path) -> None:
     assert "missing column(s) label, text" in result.output
 
 
-def test_eval_holdout_refuses_a_csv_that_is_not_cryptolin(tmp_path: Path) -> None:
+@pytest.mark.corpus("cryptolin")
+def test_cryptolin_held_out_split_tools(tmp_path: Path) -> None:
+    """models/eval/cryptolin_holdout_blind.csv (`python -m models.agreement`) labels exactly the held-out ids, and
+    `sentiment eval --holdout` refuses a CSV that is not CryptoLin."""
+    from models.agreement import blind_labels
+
+    reader = blind_labels()
+    assert sorted(reader) == sorted(e.id for e in cryptolin_splits(CRYPTOLIN)[1])
+    assert set(reader.values()) == {"negative", "neutral", "positive"}
+
     # no `id` column: rows are numbered by line, and some line numbers are held-out ids by accident
     _write_csv(tmp_path / "other.csv", [(f"Headline number {i}", "neutral") for i in range(60)])
     result = CliRunner().invoke(

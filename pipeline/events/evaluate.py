@@ -264,10 +264,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--errors", action="store_true", help="list every wrong, missed or spurious event")
     parser.add_argument("--path", type=Path, default=EVAL_PATH, help="labelled set (JSON lines)")
     parser.add_argument("--cryptolin", action="store_true",
-                        help="precision on unseen CryptoLin headlines (../shared), derived events judged by hand")
+                        help="precision on unseen CryptoLin headlines, derived events judged by hand")
+    parser.add_argument("--cryptolin-csv", type=Path, default=CRYPTOLIN_CSV,
+                        help="CryptoLin's train.csv (default: ../shared/data/sentiment/cryptolin/train.csv)")
     args = parser.parse_args(argv)
     try:
-        report = evaluate_cryptolin() if args.cryptolin else evaluate(args.path)
+        report = evaluate_cryptolin(args.cryptolin_csv) if args.cryptolin else evaluate(args.path)
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
