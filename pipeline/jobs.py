@@ -117,13 +117,18 @@ def materialize(
         if unknown:
             raise ValueError(f"unknown asset(s) {', '.join(unknown)}: choose from {', '.join(sorted(names))}")
         selection = dg.AssetSelection.assets(*select)
-    with exclusive(settings.dagster_home / "materialize.lock", wait_timeout, say):
-        instance = dg.DagsterInstance.get()
+    instance = dg.DagsterInstance.get()
+    tags = process_tags()
+
+    def find_run(token: str) -> str | None:
+        found = instance.get_run_ids(dg.RunsFilter(tags={TAG_TOKEN: token}), limit=1)
+        return found[0] if found else None
+
+    with exclusive(settings.dagster_home / "materialize.lock", wait_timeout, say, tags[TAG_TOKEN], find_run):
         repairs = wait_for_pool(instance, wait_timeout, say)  # also marks dead runs failed, frees their slots
         repairs += repair_files(settings)
         for line in repairs:
             say(f"repaired: {line}")
-        tags = process_tags()
         stop = threading.Event()
         beat = threading.Thread(target=heartbeat, args=(instance, tags[TAG_TOKEN], stop), daemon=True)
         beat.start()

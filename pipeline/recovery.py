@@ -10,6 +10,9 @@ that the process of a run launched by ``DefaultRunLauncher`` or run in-process i
 - runs launched by the Dagster daemon carry the pid of their run worker in the engine event
   "Started process for run (pid: N)"; they run on this host (``DefaultRunLauncher``).
 
+A run with neither (a notebook's ``materialize``, ``dagster asset materialize``) is judged by its events: it is
+taken for dead when it has written none for ``HEARTBEAT_TIMEOUT``.
+
 ``recover`` marks every in-progress run whose process is gone as failed, with the reason, and frees the slots
 and pending claims of every run that is no longer in progress. It runs before each materialization, in the
 ``recover_dead_runs`` sensor of the daemon, and in ``cryptowire doctor``.

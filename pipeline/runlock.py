@@ -32,14 +32,16 @@ def _try(fd: int) -> bool:
     return True
 
 
-def _holder(path: Path) -> str:
+def _holder(path: Path, find_run: Callable[[str], str | None] | None) -> str:
     try:
         info = json.loads(path.read_text() or "{}")
     except (OSError, ValueError):
         info = {}
     if not info:
         return "another cryptowire process"
-    return f"pid {info.get('pid')} on {info.get('host')}, since {info.get('since')}"
+    run_id = find_run(info["token"]) if find_run and info.get("token") else None
+    run = f"run {run_id}, " if run_id else ""
+    return f"{run}pid {info.get('pid')} on {info.get('host')}, since {info.get('since')}"
 
 
 def wait_deadline(started: float, timeout: float | None, what: str) -> None:
@@ -52,13 +54,20 @@ def wait_deadline(started: float, timeout: float | None, what: str) -> None:
 
 
 @contextmanager
-def exclusive(lock_path: Path, timeout: float | None, say: Callable[[str], None]) -> Iterator[None]:
-    """Hold the data home's materialization lock for the block; wait for it (saying so once) when it is held."""
+def exclusive(
+    lock_path: Path,
+    timeout: float | None,
+    say: Callable[[str], None],
+    token: str = "",
+    find_run: Callable[[str], str | None] | None = None,
+) -> Iterator[None]:
+    """Hold the data home's materialization lock for the block; wait for it (saying so once) when it is held.
+    ``token`` is written for waiters, who name the holder's run with ``find_run(token)`` once it exists."""
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         if not _try(fd):
-            holder = _holder(lock_path)
+            holder = _holder(lock_path, find_run)
             say(f"waiting for another materialization of this data home to finish ({holder})")
             started = time.monotonic()
             while not _try(fd):
@@ -66,7 +75,8 @@ def exclusive(lock_path: Path, timeout: float | None, say: Callable[[str], None]
                 time.sleep(POLL_SECONDS)
         since = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": since}).encode(), 0)
+        info = {"pid": os.getpid(), "host": socket.gethostname(), "since": since, "token": token}
+        os.pwrite(fd, json.dumps(info).encode(), 0)
         yield
     finally:
         os.close(fd)  # releases the lock

@@ -193,6 +193,16 @@ def _hold_pool(home: Path, pid: int) -> str:
     return run.run_id
 
 
+def _started_runs(home: Path) -> list[str]:
+    if not (home / "dagster" / "storage").exists():
+        return []
+    instance = _instance(home)
+    try:
+        return [r.run_id for r in instance.get_runs()]
+    finally:
+        instance.dispose()
+
+
 def _run_with_usage(args: list[str], home: Path) -> tuple[int, str, float, float]:
     """Exit code, stderr, wall seconds and CPU seconds (user + system) of a command."""
     started = time.monotonic()
@@ -260,10 +270,14 @@ def test_a_waiting_run_goes_ahead_when_the_holder_dies(home: Path) -> None:
 def test_a_second_materialize_waits_for_the_first_of_the_same_data_home(home: Path) -> None:
     first = subprocess.Popen([CLI, "materialize"], env=_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        time.sleep(1)
+        deadline = time.monotonic() + 60
+        while not (runs := _started_runs(home)):  # the first run exists: the waiter can name it
+            assert time.monotonic() < deadline and first.poll() is None
+            time.sleep(0.2)
         code, stderr, _, _ = _run_with_usage([CLI, "materialize", "--wait-timeout", "2"], home)
         assert code == 1
-        assert f"waiting for another materialization of this data home to finish (pid {first.pid}" in stderr, stderr
+        named = f"waiting for another materialization of this data home to finish (run {runs[0]}, pid {first.pid}"
+        assert named in stderr, stderr
         assert first.wait(timeout=300) == 0
     finally:
         first.kill()
