@@ -22,10 +22,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--no-baselines", action="store_true")
     parser.add_argument("--precision", choices=("int8", "fp32"), default=None, help="default: as shipped (int8)")
+    parser.add_argument("--cryptolin", type=Path, default=shared_sentiment_dir() / "cryptolin" / "train.csv",
+                        help="CryptoLin's train.csv, the training data (default: ../shared beside the checkout)")
     args = parser.parse_args(argv)
     holdout = args.data is None
-    data = args.data or shared_sentiment_dir() / "cryptolin" / "train.csv"
-    result = evaluate(data, baselines=not args.no_baselines, holdout=holdout, backend=args.precision)
+    data = args.data or args.cryptolin
+    result = evaluate(data, baselines=not args.no_baselines, holdout=holdout, backend=args.precision,
+                      cryptolin=args.cryptolin)
     print(json.dumps(result, indent=2) if args.json else format_report(result))
     return 0
 

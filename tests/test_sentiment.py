@@ -175,20 +175,26 @@ def _cli():
 def test_eval_command_on_a_small_csv(tmp_path: Path) -> None:
     rows = [(e.text, e.label) for e in FEED_ROWS[:30]] + [("  ", "neutral")]
     _write_csv(tmp_path / "small.csv", rows)
-    result = CliRunner().invoke(_cli(), ["sentiment", "eval", "--data", str(tmp_path / "small.csv"), "--json"])
+    # Without the training data (as in a clone alone): the figures that need it are left out, saying why.
+    absent = ["--cryptolin", str(tmp_path / "no-cryptolin.csv")]
+    result = CliRunner().invoke(_cli(), ["sentiment", "eval", "--data", str(tmp_path / "small.csv"), "--json", *absent])
     assert result.exit_code == 0, result.output
     figures = json.loads(result.output)
-    assert figures["rows"] == 31 and figures["empty_texts"] == 1 and figures["rows_seen_in_training"] == 0
+    assert figures["rows"] == 31 and figures["empty_texts"] == 1 and figures["rows_seen_in_training"] is None
+    assert "no-cryptolin.csv: no overlap count, no LR baseline" in figures["without_training_data"]
     m = figures["model"]
     assert sum(map(sum, m["confusion"])) == 31 and 0 <= m["macro_f1"] <= 1 and m["texts_per_second"] > 0
     assert m["version"] == load_model().version and m["backend"] == "int8"
     assert figures["float_model"]["backend"] == "fp32"
     assert isinstance(figures["float_model"]["macro_f1_int8_minus_fp32"], float)
-    assert set(figures["baselines"]) == {"vader", "lr_frozen_embeddings"}
+    assert set(figures["baselines"]) == {"vader"}
 
-    text = CliRunner().invoke(_cli(), ["sentiment", "eval", "--data", str(tmp_path / "small.csv"), "--no-baselines"])
+    text = CliRunner().invoke(_cli(), ["sentiment", "eval", "--data", str(tmp_path / "small.csv"), "--no-baselines", *absent])
     assert text.exit_code == 0, text.output
     assert "macro-F1" in text.output and "confusion" in text.output and "texts/s" in text.output
+    assert "note: CryptoLin's train.csv is not at" in text.output
+    held = CliRunner().invoke(_cli(), ["sentiment", "eval", "--data", str(tmp_path / "small.csv"), "--holdout", *absent])
+    assert held.exit_code != 0 and "--holdout needs CryptoLin's train.csv" in held.output
 
 
 def test_eval_command_rejects_a_csv_without_labels(tmp_path: Path) -> None:
@@ -215,3 +221,13 @@ def test_cryptolin_held_out_split_tools(tmp_path: Path) -> None:
     )
     assert result.exit_code != 0
     assert "this CSV is not CryptoLin" in result.output and "drop --holdout" in result.output
+
+    # with the training data: the overlap with the training split is counted, and the LR baseline trained on it
+    train = cryptolin_splits(CRYPTOLIN)[0]
+    _write_csv(tmp_path / "seen.csv", [(e.text, e.label) for e in train[:20]])
+    seen = CliRunner().invoke(
+        _cli(), ["sentiment", "eval", "--data", str(tmp_path / "seen.csv"), "--json", "--cryptolin", str(CRYPTOLIN)]
+    )
+    assert seen.exit_code == 0, seen.output
+    figures = json.loads(seen.output)
+    assert figures["rows_seen_in_training"] == 20 and set(figures["baselines"]) == {"vader", "lr_frozen_embeddings"}

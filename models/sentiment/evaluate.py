@@ -52,14 +52,20 @@ def lr_baseline_labels(texts: list[str], train: list[Example]) -> list[str]:
 
 
 def evaluate(data: str | Path, *, baselines: bool = True, holdout: bool = False,
-             backend: str | None = None, cache_dir: Path | None = None) -> dict[str, Any]:
+             backend: str | None = None, cache_dir: Path | None = None,
+             cryptolin: Path | None = None) -> dict[str, Any]:
     """Figures for the shipped model (and baselines) on `data`. `holdout` keeps only the rows of a CryptoLin
     CSV that belong to the held-out validation split (matched by `id`). With the shipped int8 backend, the float
-    (fp32 torch) model is measured too, so that the cost of int8 shows in every run."""
+    (fp32 torch) model is measured too, so that the cost of int8 shows in every run. `cryptolin` is CryptoLin's
+    train.csv (the model's training data): without it, --holdout is refused, and the overlap with the training
+    split and the baseline trained on it are left out, saying why."""
     from models.sentiment.model import build_model, load_model
 
     rows = read_labelled_csv(data)
-    train, valid = cryptolin_splits()
+    have_cryptolin = cryptolin is not None and Path(cryptolin).is_file()
+    if holdout and not have_cryptolin:
+        raise FileNotFoundError(f"--holdout needs CryptoLin's train.csv, not found at {cryptolin}: pass --cryptolin PATH")
+    train, valid = cryptolin_splits(cryptolin) if have_cryptolin else ([], [])
     if holdout:
         valid_texts = {e.id: e.text.strip() for e in valid}
         rows = [r for r in rows if r.id in valid_texts]
@@ -82,20 +88,23 @@ def evaluate(data: str | Path, *, baselines: bool = True, holdout: bool = False,
         "data": str(data),
         "rows": len(rows),
         "empty_texts": sum(1 for t in texts if not t.strip()),
-        "rows_seen_in_training": sum(1 for t in texts if t.strip().lower() in train_texts),
+        "rows_seen_in_training": sum(1 for t in texts if t.strip().lower() in train_texts) if train else None,
         "model": model,
     }
+    if not train:
+        result["without_training_data"] = f"CryptoLin's train.csv is not at {cryptolin}: no overlap count, no LR baseline"
     if model["backend"] == "int8":
         result["float_model"] = _measure(lambda: build_model(backend="fp32"), texts, gold)
         result["float_model"]["macro_f1_int8_minus_fp32"] = round(model["macro_f1"] - result["float_model"]["macro_f1"], 4)
     if baselines:
         result["baselines"] = {
             "vader": classification_report(gold, vader_labels(texts)),
-            "lr_frozen_embeddings": {
+        }
+        if train:
+            result["baselines"]["lr_frozen_embeddings"] = {
                 **classification_report(gold, lr_baseline_labels(texts, train)),
                 "trained_on": f"CryptoLin training split ({len(train)} rows, held-out 15% excluded)",
-            },
-        }
+            }
     return result
 
 
@@ -126,8 +135,11 @@ def format_report(result: dict[str, Any]) -> str:
         return lines
 
     m = result["model"]
-    lines = [f"data: {result['data']} ({result['rows']} rows, {result['empty_texts']} empty, "
-             f"{result['rows_seen_in_training']} also in the training split)"]
+    seen = result["rows_seen_in_training"]
+    lines = [f"data: {result['data']} ({result['rows']} rows, {result['empty_texts']} empty"
+             + (f", {seen} also in the training split)" if seen is not None else ")")]
+    if "without_training_data" in result:
+        lines.append(f"  note: {result['without_training_data']}")
     lines += block(f"model {m['version']} ({m['backend']}, {m['max_tokens']} tokens)", m)
     lines.append("  confusion (rows = truth, columns = predicted; " + ", ".join(m["labels"]) + "):")
     lines += ["    " + f"{label:<9}" + " ".join(f"{n:>5}" for n in row) for label, row in zip(m["labels"], m["confusion"], strict=True)]

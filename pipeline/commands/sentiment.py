@@ -19,16 +19,20 @@ def eval_command(
                                    "(most of a small run's time: --no-baselines for a quick check)."),
     holdout: bool = typer.Option(False, "--holdout", help="Keep only rows (by `id`) of the CryptoLin held-out "
                                  "validation split; use with the CryptoLin CSV."),
+    cryptolin: Path = typer.Option(None, "--cryptolin", help="CryptoLin's train.csv, the model's training data "
+                                   "(default: ../shared/data/sentiment/cryptolin/train.csv beside the checkout)."),
 ) -> None:
     """Evaluate the shipped sentiment model on a labelled CSV: accuracy, macro-F1, per-class precision and
     recall, confusion matrix, throughput, and the two baselines measured in the same run."""
     from models.sentiment import ModelLoadError
+    from models.sentiment.data import shared_sentiment_dir
     from models.sentiment.evaluate import evaluate, format_report
     from pipeline.commands.output import emit_json, fail
     from warehouse.config import get_settings
 
     try:
-        result = evaluate(data, baselines=baselines, holdout=holdout, cache_dir=get_settings().models_dir)
+        result = evaluate(data, baselines=baselines, holdout=holdout, cache_dir=get_settings().models_dir,
+                          cryptolin=cryptolin or shared_sentiment_dir() / "cryptolin" / "train.csv")
     except (FileNotFoundError, ValueError, ModelLoadError) as exc:
         fail(str(exc))
         return
