@@ -69,6 +69,6 @@ def split_cryptolin(rows: list[Example], fraction: float = VALID_FRACTION) -> tu
     return train, valid
 
 
-def cryptolin_splits(path: str | Path | None = None) -> tuple[list[Example], list[Example]]:
-    path = Path(path) if path else shared_sentiment_dir() / "cryptolin" / "train.csv"
+def cryptolin_splits(path: str | Path) -> tuple[list[Example], list[Example]]:
+    """(train, valid) of CryptoLin's train.csv at ``path`` (the commands default to ``shared_sentiment_dir()``)."""
     return split_cryptolin(read_labelled_csv(path))

@@ -211,14 +211,14 @@ def evaluate(path: Path = EVAL_PATH) -> dict[str, Any]:
     }
 
 
-def evaluate_cryptolin(csv_path: Path = CRYPTOLIN_CSV, judged_path: Path = CRYPTOLIN_JUDGED) -> dict[str, Any]:
+def evaluate_cryptolin(csv_path: Path, judged_path: Path = CRYPTOLIN_JUDGED) -> dict[str, Any]:
     """Derive events from the CryptoLin headlines (published at noon UTC on their date) and score each derived
     event against its hand judgment. Precision only: the 2,146 headlines are not all labelled."""
     import csv
 
     if not csv_path.exists():
-        raise FileNotFoundError(f"no CryptoLin headlines at {csv_path.resolve()}: they live in ../shared beside "
-                                "the project checkout")
+        raise FileNotFoundError(f"no CryptoLin headlines at {csv_path.resolve()}: pass --cryptolin-csv PATH "
+                                "(the corpus lives in ../shared beside the checkout)")
     judged = {}
     for line in judged_path.read_text(encoding="utf-8").splitlines():
         if line.strip():
