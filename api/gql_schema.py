@@ -76,8 +76,11 @@ Sentiment = GraphQLEnumType(
 EventStatus = GraphQLEnumType(
     "EventStatus",
     {"OPEN": GraphQLEnumValue("OPEN", description="The resolution date is still ahead."),
-     "CLOSED": GraphQLEnumValue("CLOSED", description="The resolution date has passed.")},
-    description="Whether an event's resolution date has passed, computed when the request is served.",
+     "CLOSED": GraphQLEnumValue("CLOSED", description="The resolution date has passed."),
+     "WITHDRAWN": GraphQLEnumValue(
+         "WITHDRAWN", description="The current rules no longer derive this question (see `withdrawnReason`); "
+         "it stays listed under its id, which is never reused.")},
+    description="Whether an event is withdrawn or its resolution date has passed, computed when the request is served.",
 )
 
 
@@ -146,6 +149,7 @@ PredictionEvent = GraphQLObjectType(
         "resolutionCriteria": GraphQLField(_nn(GraphQLString)),
         "resolutionSource": GraphQLField(_nn(GraphQLString)),
         "status": GraphQLField(_nn(EventStatus)),
+        "withdrawnReason": GraphQLField(GraphQLString, description="Why the event is withdrawn; null otherwise."),
     },
     description="A binary prediction event derived from the news.",
 )

@@ -12,6 +12,8 @@ from warehouse.config import Settings, get_settings
 # Apps built by tests that do not render PDFs should not start Chromium in the background; the PDF tests
 # build their settings explicitly.
 os.environ.setdefault("CRYPTOWIRE_PDF_PREWARM", "false")
+# Tests never reach the internet: the reference-price fetch is off unless a test points it at a local server.
+os.environ.setdefault("CRYPTOWIRE_PRICE_SOURCE_URL", "")
 
 PROJECT = Path(__file__).resolve().parent.parent
 SHARED = (PROJECT / ".." / "shared").resolve()

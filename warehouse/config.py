@@ -49,6 +49,12 @@ class Settings(BaseSettings):
         description="User-Agent sent to feed hosts.",
     )
 
+    price_source_url: str = Field(
+        default="https://api.coingecko.com/api/v3",
+        description="CoinGecko-compatible API that asset_reference_prices reads today's prices from ('' = off: "
+        "event checks use the shipped reference table only).",
+    )
+
     # --- orchestration ---------------------------------------------------------
     schedule_cron: str = Field(default="*/10 * * * *", description="When the feeds are polled (cron, UTC).")
     fetch_log_days: int = Field(default=30, description="Days of feed_fetches rows kept by the maintenance job.")

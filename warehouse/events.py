@@ -12,7 +12,7 @@ never earlier than the latest existing ``created_at`` + 1 ms. So it is unique, a
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -57,7 +57,9 @@ class MergeReport:
     sources_added: int  # new (event, article) pairs in prediction_event_sources
     not_derived: int  # stored events this derivation did not produce (kept, never deleted)
     events: int  # rows in prediction_events after the merge
-    open: int  # of which open (date after now)
+    open: int  # of which open (date after now, not withdrawn)
+    withdrawn: int = 0  # events marked withdrawn by this merge (``complete=True`` only)
+    restored: int = 0  # withdrawn events derived again, so listed as open or closed again
 
 
 _COLUMNS = [
@@ -93,12 +95,23 @@ _SOURCE_NOT_LATER = (
 _DIFFERS = " OR ".join(f"p.{col} IS DISTINCT FROM c.{col}" for col in _CONTENT)
 
 
-def merge_events(con: duckdb.DuckDBPyConnection, candidates: Sequence[EventLike], now: datetime) -> MergeReport:
+WITHDRAWN_DEFAULT = "the current event rules no longer derive this question from its source articles"
+_STATUS = "CASE WHEN withdrawn_reason IS NOT NULL THEN 'withdrawn' WHEN date > $now THEN 'open' ELSE 'closed' END"
+
+
+def merge_events(
+    con: duckdb.DuckDBPyConnection, candidates: Sequence[EventLike], now: datetime, *,
+    complete: bool = False, refused: Mapping[str, str] | None = None,
+) -> MergeReport:
     """Insert new events, refresh existing ones, record every source article; one transaction.
 
     An existing event keeps its id and ``created_at``; it takes the candidate's text and source only when the
     candidate's source article is the same one or an earlier one (the source is the earliest article ever
-    seen asking the question). ``status`` of every event is recomputed from ``date`` against ``now``."""
+    seen asking the question). ``status`` of every event is recomputed from ``date`` against ``now``.
+
+    ``complete`` says the candidates are a derivation over every article: then a stored event that is not among
+    them is withdrawn (kept, with ``status`` 'withdrawn' and the reason: ``refused[id]`` when a check refused
+    it, else ``WITHDRAWN_DEFAULT``), and a withdrawn event derived again is restored."""
     now = _naive_utc(now)
     now = now.replace(microsecond=now.microsecond // 1000 * 1000)  # every stored time is whole milliseconds
     rows, sources = _prepare(candidates)
@@ -143,9 +156,29 @@ def merge_events(con: duckdb.DuckDBPyConnection, candidates: Sequence[EventLike]
                     """,
                     {"now": now},
                 )
+            restored = withdrawn = 0
+            if complete:
+                restored = _one(
+                    con, f"SELECT count(*) FROM prediction_events WHERE withdrawn_reason IS NOT NULL "
+                    f"AND id IN (SELECT id FROM {name})",
+                )
+                con.execute(
+                    f"UPDATE prediction_events SET withdrawn_reason = NULL, withdrawn_at = NULL, updated_at = $now "
+                    f"WHERE withdrawn_reason IS NOT NULL AND id IN (SELECT id FROM {name})",
+                    {"now": now},
+                )
+                gone = [r[0] for r in con.execute(
+                    f"SELECT id FROM prediction_events WHERE withdrawn_reason IS NULL AND id NOT IN (SELECT id FROM {name})"
+                ).fetchall()]
+                withdrawn = len(gone)
+                if gone:
+                    reasons = {i: (refused or {}).get(i) or WITHDRAWN_DEFAULT for i in gone}
+                    con.executemany(
+                        "UPDATE prediction_events SET withdrawn_reason = ?, withdrawn_at = ?, updated_at = ? WHERE id = ?",
+                        [(reason, now, now, i) for i, reason in reasons.items()],
+                    )
             con.execute(
-                "UPDATE prediction_events SET status = CASE WHEN date > $now THEN 'open' ELSE 'closed' END "
-                "WHERE status IS DISTINCT FROM (CASE WHEN date > $now THEN 'open' ELSE 'closed' END)",
+                f"UPDATE prediction_events SET status = {_STATUS} WHERE status IS DISTINCT FROM ({_STATUS})",
                 {"now": now},
             )
             sources_added = _one(
@@ -181,6 +214,8 @@ def merge_events(con: duckdb.DuckDBPyConnection, candidates: Sequence[EventLike]
         not_derived=not_derived,
         events=total,
         open=open_,
+        withdrawn=withdrawn,
+        restored=restored,
     )
 
 
@@ -317,8 +352,15 @@ CHECKS: list[Check] = [
         "OR (e.kind = 'price_threshold' AND (e.comparator NOT IN ('above', 'below') OR e.comparator IS NULL "
         "OR e.threshold IS NULL OR e.threshold <= 0 OR e.currency IS NULL)) "
         "OR (e.kind <> 'price_threshold' AND (e.comparator IS NOT NULL OR e.threshold IS NOT NULL)) "
-        "OR trim(e.resolution_criteria) = '' OR trim(e.resolution_source) = '' OR e.status NOT IN ('open', 'closed')",
+        "OR trim(e.resolution_criteria) = '' OR trim(e.resolution_source) = '' "
+        "OR e.status NOT IN ('open', 'closed', 'withdrawn')",
         columns="e.id, e.kind, e.comparator, e.threshold",
+    ),
+    _check(
+        "withdrawn_has_reason", "An event is withdrawn exactly when it has a withdrawal reason and time.",
+        "(e.status = 'withdrawn') IS DISTINCT FROM (e.withdrawn_reason IS NOT NULL) "
+        "OR (e.withdrawn_reason IS NULL) IS DISTINCT FROM (e.withdrawn_at IS NULL) OR trim(e.withdrawn_reason) = ''",
+        columns="e.id, e.status, e.withdrawn_reason",
     ),
 ]
 
@@ -343,6 +385,7 @@ check_source_article_exists = _runner(CHECKS[7])
 check_source_recorded = _runner(CHECKS[8])
 check_title_is_question = _runner(CHECKS[9])
 check_resolvable = _runner(CHECKS[10])
+check_withdrawn_has_reason = _runner(CHECKS[11])
 
 
 def run_checks(con: duckdb.DuckDBPyConnection) -> dict[str, int]:

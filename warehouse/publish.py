@@ -81,7 +81,8 @@ SELECT
     threshold,
     currency,
     resolution_criteria,
-    resolution_source
+    resolution_source,
+    withdrawn_reason
 FROM prediction_events
 ORDER BY pos
 """

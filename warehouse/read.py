@@ -164,7 +164,7 @@ class NewsFilters:
 class EventFilters:
     tickers: tuple[str, ...] | None = None
     tags: tuple[str, ...] | None = None
-    status: str | None = None  # OPEN | CLOSED
+    status: str | None = None  # OPEN | CLOSED | WITHDRAWN
     date_from: Instant | None = None
     date_to: Instant | None = None
 
@@ -245,6 +245,13 @@ class SnapshotReader:
         self.counts = {"news": articles, "events": events}
         self.cache = cache or PageCache(0)
         self.cache_only = False  # when set, a page that is not cached raises CacheMiss instead of querying
+        # Snapshots published before events could be withdrawn have no such column: none of theirs is.
+        has = con.execute(
+            "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'events' AND column_name = 'withdrawn_reason' "
+            "AND database_name = current_database()"
+        ).fetchall()[0][0]
+        self._withdrawn = "withdrawn_reason" if has else "NULL::VARCHAR"
+        self._event_columns = f'{EVENT_COLUMNS}, {self._withdrawn} AS "withdrawnReason"'
 
     @classmethod
     def info(cls, con: duckdb.DuckDBPyConnection) -> tuple[str, int, int]:
@@ -408,7 +415,10 @@ class SnapshotReader:
                 key, lambda: self._events_page(req, filters, now, need_next, need_previous), self.cache_only
             )
         now_iso = iso_ms(now)
-        rows = [{**r, "status": "CLOSED" if r["date"] <= now_iso else "OPEN"} for r in page.rows]
+        rows = [
+            {**r, "status": "WITHDRAWN" if r["withdrawnReason"] is not None else "CLOSED" if r["date"] <= now_iso else "OPEN"}
+            for r in page.rows
+        ]
         return Page(rows, page.has_next, page.has_previous, page.positions)
 
     def _events_page(
@@ -429,11 +439,13 @@ class SnapshotReader:
             where.append("list_has_any(tags, ?)")
             params.append(list(filters.tags))
         if filters.status == "OPEN":
-            where.append("date > ?")
+            where.append(f"date > ? AND {self._withdrawn} IS NULL")
             params.append(now)
         elif filters.status == "CLOSED":
-            where.append("date <= ?")
+            where.append(f"date <= ? AND {self._withdrawn} IS NULL")
             params.append(now)
+        elif filters.status == "WITHDRAWN":
+            where.append(f"{self._withdrawn} IS NOT NULL")
         if filters.date_from is not None:
             where.append("date >= ?")
             params.append(filters.date_from.at)
@@ -441,7 +453,7 @@ class SnapshotReader:
             where.append("date < ?")
             params.append(filters.date_to.upper_exclusive())
         page = self._page(
-            "events", EVENT_COLUMNS, [], req, lo, hi, flo, fhi, " AND ".join(where), params, need_next, need_previous
+            "events", self._event_columns, [], req, lo, hi, flo, fhi, " AND ".join(where), params, need_next, need_previous
         )
         for row in page.rows:
             row["createdAt"] = iso_ms(row["createdAt"])

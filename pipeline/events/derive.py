@@ -9,7 +9,8 @@ from datetime import UTC, datetime
 
 from pipeline.events.dates import default_price_date
 from pipeline.events.ids import event_id
-from pipeline.events.numbers import find_amounts
+from pipeline.events.numbers import find_amounts, format_money
+from pipeline.events.reference import Reference, default_reference
 from pipeline.events.templates import (
     ETF,
     LISTING,
@@ -22,6 +23,7 @@ from pipeline.events.templates import (
     find_listing,
     find_price,
     find_upgrade,
+    is_noun_phrase,
     pick_date,
     sentences,
     upgrade_name,
@@ -86,15 +88,20 @@ def derive_events(
     articles: Iterable[ArticleIn],
     names: Mapping[str, str],
     aliases: Mapping[str, Iterable[str]] | None = None,
+    reference: Reference | None = None,
+    refused: dict[str, str] | None = None,
 ) -> list[EventCandidate]:
     """The events the articles support, one per distinct question, oldest source first.
 
     ``names`` maps ticker -> display name ("BTC" -> "Bitcoin") and is how assets are found in the text;
-    ``aliases`` adds other spellings (the registry's aliases) beyond the few built in."""
+    ``aliases`` adds other spellings (the registry's aliases) beyond the few built in; ``reference`` is the
+    asset reference table the checks use (default: the shipped one). Questions a template found but a check
+    refused are added to ``refused`` (event id -> reason), so that a published event can say why it is gone."""
     finder = AssetFinder(names, aliases)
+    reference = reference or default_reference()
     groups: dict[str, list[EventCandidate]] = {}
     for article in articles:
-        candidate = derive_article(article, names, finder)
+        candidate = derive_article(article, names, finder, reference, refused)
         if candidate is not None:
             groups.setdefault(candidate.id, []).append(candidate)
     events = []
@@ -107,8 +114,12 @@ def derive_events(
     return events
 
 
-def derive_article(article: ArticleIn, names: Mapping[str, str], finder: AssetFinder) -> EventCandidate | None:
+def derive_article(
+    article: ArticleIn, names: Mapping[str, str], finder: AssetFinder, reference: Reference | None = None,
+    refused: dict[str, str] | None = None,
+) -> EventCandidate | None:
     """The one event an article supports, or None."""
+    reference = reference or default_reference()
     tickers = set(article.tickers or ())
     if not tickers:
         return None
@@ -133,7 +144,46 @@ def derive_article(article: ArticleIn, names: Mapping[str, str], finder: AssetFi
             when = _resolution_date(found, i, units, published)
             if when is None:
                 continue
+            reason = refusal(found, published, reference, names)
+            if reason is not None:
+                if refused is not None:
+                    key = event_id(found.ticker, found.kind, found.comparator, found.threshold, when, found.subject)
+                    refused.setdefault(key, reason)
+                continue
             return _candidate(article, found, when, names, title, summary, published)
+    return None
+
+
+def refusal(found: Found, published: datetime, reference: Reference, names: Mapping[str, str]) -> str | None:
+    """Why a question the templates found cannot be listed, whatever its wording; None when it can.
+
+    A price level must be a price of that asset (within the reference band at publication); an asset that has
+    traded for over a year has no mainnet launch ahead; an upgrade or product name must read as a name."""
+    name = names.get(found.ticker, found.ticker)
+    day = f"{published:%Y-%m-%d}"
+    if found.kind == PRICE and found.threshold is not None:
+        money = format_money(found.threshold)
+        band = reference.band(found.ticker, published)
+        if band is not None:
+            lo, hi = band
+            if not lo <= found.threshold <= hi:
+                return (f"{money} is not a plausible {found.ticker} price on {day}: the reference price then was "
+                        f"{format_money(reference.price_at(found.ticker, published) or 0)}, so a level must lie "
+                        f"between {format_money(lo)} and {format_money(hi)}")
+        elif not found.detail.get("currency"):
+            return (f"{found.detail.get('written', money)!r} has no currency and {found.ticker} has no reference "
+                    "price to tell a price from a count")
+    if found.kind == UPGRADE:
+        subject = found.subject or ""
+        if found.detail.get("form") == "mainnet" and not subject:
+            live = reference.live_for_long(found.ticker, published)
+            if live is None:
+                return f"{name} has no trading start date in the asset reference table: a mainnet launch cannot be checked"
+            if live:
+                since = reference.trading_since(found.ticker)
+                return f"{name} has traded since {since}: its mainnet is already live"
+        if subject and not is_noun_phrase(subject):
+            return f"{subject!r} is not the name of an upgrade or product"
     return None
 
 

@@ -2,6 +2,7 @@
 
     .venv/bin/python -m pipeline.events.evaluate [--json] [--errors]
     .venv/bin/python -m pipeline.events.evaluate --cryptolin [--json]
+    .venv/bin/python -m pipeline.events.evaluate --split dev|test|all [--json] [--errors]
 
 Each line of the set is one article (title, summary, publication time) with a hand label: should an event
 be derived, and if so its asset, kind, comparator, threshold and resolution date. Tickers come from the
@@ -258,6 +259,56 @@ def evaluate_cryptolin(csv_path: Path, judged_path: Path = CRYPTOLIN_JUDGED) -> 
     }
 
 
+def evaluate_unseen(split: str, path: Path | None = None) -> dict[str, Any]:
+    """Precision and recall on the unseen-news set's ``split`` (dev, test or all), with reader agreement."""
+    from pipeline.events.unseen import UNSEEN_PATH, agreement, load_unseen, score
+
+    path = path or UNSEEN_PATH
+    items = load_unseen(path)
+    chosen = [it for it in items if split == "all" or it.split == split]
+    tag, names, tickers_from = _tagging()
+    finder = AssetFinder(names)
+
+    def derive(it: Any) -> EventCandidate | None:
+        tickers, topics = tag(it.title, it.summary)
+        return derive_article(ArticleIn(it.key, it.title, it.summary, None, None, it.publisher, it.published_at,
+                                        tickers, topics), names, finder)
+
+    report = score(chosen, derive)
+    return {
+        "command": f".venv/bin/python -m pipeline.events.evaluate --split {split} --json",
+        "labelled_set": str(path.relative_to(PROJECT)) if path.is_relative_to(PROJECT) else str(path),
+        "split": split,
+        "tickers_from": tickers_from,
+        "agreement": agreement(chosen),
+        "should_derive": sum(1 for it in chosen if it.should_derive),
+        "out_of_scope": sum(1 for it in chosen if it.out_of_scope),
+        **report,
+    }
+
+
+def _print_unseen(report: dict[str, Any], errors: bool) -> None:
+    a = report["agreement"]
+    print(f"unseen news, {report['split']} part: {report['articles']} articles from {len(report['publishers'])} "
+          f"publishers ({report['labelled_set']})")
+    print(f"tickers from: {report['tickers_from']}")
+    print(f"readers: {a.get('readers_per_item')} per item; event or not: Fleiss kappa "
+          f"{a.get('event_or_not_fleiss_kappa')}, unanimous on {a.get('event_or_not_unanimous')}; "
+          f"{a.get('majority_says_event')} items a majority says give an event "
+          f"({a.get('of_which_all_readers_wrote_the_same_questions')} with identical questions from all)")
+    print(f"gold events (four kinds): {report['gold']}; derived {report['derived']}, correct {report['correct']}: "
+          f"precision {report['precision']}, recall {report['recall']}")
+    for kind, c in report["by_kind"].items():
+        print(f"  {kind:18} gold {c['gold']:3}  derived {c['derived']:3}  correct {c['correct']:3}  "
+              f"precision {c['precision']}  recall {c['recall']}")
+    shown = report["errors"] if errors else []
+    for e in shown:
+        print(f"- {e['key']} ({e['published_at'][:10]}): {e['title']}\n    {e['why']}; gold: {e['gold'] or '-'}"
+              + (f"; derived: {e['derived']}" if e["derived"] else ""))
+    if not errors and report["errors"]:
+        print(f"{len(report['errors'])} errors (--errors lists them)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Precision and recall of prediction-event derivation.")
     parser.add_argument("--json", action="store_true", help="print the full report as JSON")
@@ -267,8 +318,18 @@ def main(argv: list[str] | None = None) -> int:
                         help="precision on unseen CryptoLin headlines, derived events judged by hand")
     parser.add_argument("--cryptolin-csv", type=Path, default=CRYPTOLIN_CSV,
                         help="CryptoLin's train.csv (default: ../shared/data/sentiment/cryptolin/train.csv)")
+    parser.add_argument("--split", choices=("dev", "test", "all"),
+                        help="score the unseen-news set (models/eval/events_unseen.jsonl) instead: its development "
+                        "part, its held-out test part, or both")
     args = parser.parse_args(argv)
     try:
+        if args.split:
+            report = evaluate_unseen(args.split, args.path if args.path != EVAL_PATH else None)
+            if args.json:
+                print(json.dumps(report, indent=2))
+            else:
+                _print_unseen(report, args.errors)
+            return 0
         report = evaluate_cryptolin(args.cryptolin_csv) if args.cryptolin else evaluate(args.path)
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -215,10 +215,33 @@ class Found:
 _FOREIGN_DATE = re.compile(r"(?:ahead\s+of|after|since|following|last|earlier|past|from\s+its)\s+(?:the\s+)?$", re.I)
 
 
+# Deadlines for something other than the question's object: "withdraw to mainnet before Oct. 26", "claims
+# close on May 3", "register by Friday", "snapshot on June 1", "comments are due by March 15".
+_OTHER_DEADLINE = re.compile(
+    r"\b(?:withdraw\w*|claim\w*|regist\w*|sign[\s-]?ups?|snapshots?|comments?|comment\s+period|apply|applications?"
+    r"|submi\w*|redeem\w*|redemptions?|unstak\w*|migrat\w*|swap\s+(?:their|your)|bridge\s+(?:their|your|funds)"
+    r"|move\s+(?:their|your)\s+funds|eligib\w*|opt[\s-]?(?:in|out)|vote\s+delegation|KYC|deposits?\s+(?:close|end)"
+    r"|sunset\w*|shut(?:s|ting)?\s+down|shutdown|wind(?:s|ing)?\s+down|deprecat\w*|discontinu\w*|delist\w*"
+    r"|end\s+support|cease\w*|close\s+(?:their|your|the)\s+accounts?)\b",
+    re.I,
+)
+
+
+def foreign_deadline(unit: str, hit: DateHit) -> bool:
+    """Whether the date belongs to a deadline for something else: a withdrawal, claim, registration, snapshot,
+    comment period or shutdown named in the same clause, before the date."""
+    clause_start = max(unit.rfind(sep, 0, hit.start) for sep in (";", ":", ". ", " - ", ", while", ", but"))
+    return bool(_OTHER_DEADLINE.search(unit[max(clause_start, 0, hit.start - 80) : hit.start]))
+
+
 def pick_date(unit: str, published_at: datetime, anchor: tuple[int, int]) -> DateHit | None:
     """The date phrase that belongs to the question: the nearest one after its object, else the nearest
-    before it. Phrases introduced by "ahead of", "after", "since" ... date something else and are skipped."""
-    hits = [h for h in find_dates(unit, published_at) if not _FOREIGN_DATE.search(unit[: h.start])]
+    before it. Phrases introduced by "ahead of", "after", "since" ... date something else and are skipped,
+    and so are deadlines for something else ("withdraw before Oct. 26", ``foreign_deadline``)."""
+    hits = [
+        h for h in find_dates(unit, published_at)
+        if not _FOREIGN_DATE.search(unit[: h.start]) and not foreign_deadline(unit, h)
+    ]
     after = [h for h in hits if h.start >= anchor[1]]
     if after:
         return min(after, key=lambda h: h.start)
@@ -303,6 +326,23 @@ _HEADLINE_TO = re.compile(r"\bto\s+$")  # "Bitcoin to $150K by 2026?" - checked 
 _RIGHT_TARGET = re.compile(
     r"^\s*(?:(?P<asset>[\w$]+)\s+)?(?:price\s+)?(?P<what>target|prediction|forecast|call|projection)s?\b", re.I
 )
+# Amounts that count something other than one coin's price: "holdings pass 6 million", "market cap to $3
+# trillion", "a $500 million fund", "6,000 BTC", "20M users".
+_COUNT_BEFORE = re.compile(
+    r"\b(?:holdings?|holds|reserves?|supply|market\s+(?:cap|capitali[sz]ation|value)|mcap|valuation|valued|fund(?:s|ing)?"
+    r"|rais(?:e|es|ed|ing)|TVL|total\s+value\s+locked|volume|open\s+interest|inflows?|outflows?|treasury|stash"
+    r"|addresses|wallets|users|holders|transactions|accounts|stak(?:ed|ing)|deposits?|liquidations?|revenue|fees"
+    r"|profits?|losses|debt|loans?|bonds?|sales|buy(?:back)?s?|purchases?|acquisitions?|worth|AUM|assets\s+under)\b"
+    r"(?:\W+\w+){0,2}\W+$",
+    re.I,
+)
+_COUNT_AFTER = re.compile(
+    r"^\s*(?:coins?|tokens?|units?|shares?|users?|addresses|wallets?|holders?|transactions?|accounts?|followers?"
+    r"|downloads?|nodes?|validators?|miners?|blocks?|people|investors?|customers?|fund\b|raise\b|round\b"
+    r"|valuation|market\s+cap|in\s+(?:assets|AUM|TVL))\b",
+    re.I,
+)
+
 _NOT_A_PRICE = re.compile(
     r"^\s*(?:in\s+(?:inflows?|outflows?|liquidations?|volume|funding|fees|revenue|profit|losses?|bitcoin|ether|"
     r"stablecoins?|crypto|tokens?|shares)|worth\b|of\s+(?:inflows?|outflows?|btc|eth|bitcoin|ether))",
@@ -367,9 +407,11 @@ def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None
             continue
         left = unit[: amount.start]
         right = unit[amount.end :]
-        if _NOT_A_PRICE.match(right):
+        if _NOT_A_PRICE.match(right) or _COUNT_AFTER.match(right) or _COUNT_BEFORE.search(left[-60:]):
             continue
         after_mentions = [m for m in mentions if m.start >= amount.end and m.start - amount.end <= 2]
+        if after_mentions and not amount.currency and not re.match(r"\s*(?:price|target|level)", unit[after_mentions[0].end:], re.I):
+            continue  # "6 million ETH", "6,000 BTC": a number of coins
         if not _follower_ok(right, bool(after_mentions)):
             continue
         direction: str | None = None
@@ -434,7 +476,7 @@ def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None
             continue
         return Found(
             kind=PRICE, ticker=asset, unit=unit, anchor=(amount.start, amount.end), comparator=direction,
-            threshold=amount.value, currency="USD",
+            threshold=amount.value, currency="USD", detail={"written": amount.text, "currency": amount.currency or ""},
         )
     return None
 
@@ -592,6 +634,19 @@ _NAME_STOP = frozenset(
     governance foundation labs community validators date dates what why how major big key planned proposed
     upcoming latest long-awaited much-anticipated critical highly its""".split()
 )
+# Headline verbs (and a few headline nouns) that Title Case makes look like names: "X Gets Upgrade Alert"
+# names no upgrade called "Gets".
+HEADLINE_VERBS = frozenset(
+    """is are was were be been gets get got receives receive announces announce unveils unveil reveals reveal
+    launches launched plans sets eyes hits sees faces wins nears readies prepares confirms schedules delays
+    completes begins starts ships rolls pushes adds brings makes takes gives goes comes moves passes names says
+    warns calls files seeks wants needs expects targets marks leads joins backs buys sells opens closes reaches
+    tops drops falls rises jumps surges slides gains loses kicks teases touts debuts introduces proposes approves
+    votes rejects activates deploys releases enters enables sparks triggers fuels boosts alert alerts news update
+    updates report reports nears hints signals lands drives powers unlocks secures taps integrates partners
+    welcomes celebrates explains explained why how what when where who will would could can may might should
+    must to set slated due eyed planned expected""".split()
+)
 _GENERIC = frozenset("network protocol chain mainnet layer blockchain".split())
 _MONTH_WORDS = frozenset(
     "january february march april may june july august september october november december jan feb mar apr jun "
@@ -609,6 +664,8 @@ def _name_before(unit: str, at: int, mentions: list[Mention]) -> str | None:
         word = tok.group(0)
         lower = word.lower().strip(".")
         if any(m.start <= tok.start() < m.end for m in mentions) or lower in _NAME_STOP or lower in _MONTH_WORDS:
+            break
+        if lower in HEADLINE_VERBS:
             break
         if lower.endswith("ing") or not (word[0].isupper() or re.fullmatch(r"v?\d[\w.]*", word)):
             break
@@ -669,6 +726,20 @@ def find_upgrade(
             detail={"form": form, "noun": "hard fork" if "fork" in noun else "upgrade"},
         )
     return None
+
+
+def is_noun_phrase(name: str) -> bool:
+    """Whether an upgrade or product name reads as a name: no headline verb, not a lone function word, not
+    ending on a preposition or article ("Gets", "Set for", "the")."""
+    words = re.findall(r"[\w.-]+", name)
+    if not words:
+        return False
+    lowered = [w.lower().strip(".") for w in words]
+    if any(w in HEADLINE_VERBS for w in lowered):
+        return False
+    if lowered[-1] in _NAME_STOP and not re.fullmatch(r"v?\d[\w.]*", words[-1]):
+        return False
+    return any(w[0].isupper() or w[0].isdigit() or re.fullmatch(r"v\d[\w.]*", w) for w in words)
 
 
 def upgrade_name(unit: str, mentions: list[Mention]) -> str | None:

@@ -1,0 +1,117 @@
+"""The asset reference table: when each asset started trading and dated reference prices.
+
+Derivation checks every question against it, whatever the wording: a price level must lie within
+``PRICE_BAND`` of the asset's reference price at publication, and an asset that has traded for more than
+``LIVE_FOR`` has no mainnet launch ahead of it. The table ships as ``data/asset_reference.csv`` (see the
+README there); prices fetched later (the ``asset_reference_prices`` asset) are added with ``with_prices``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import csv
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from pathlib import Path
+
+REFERENCE_PATH = Path(__file__).resolve().with_name("data") / "asset_reference.csv"
+# A level 80 % under or 10x over the reference price: wide enough for forecasts made over a year of moves,
+# narrow enough to keep counts, holdings and market caps out (those are thousands of times off).
+PRICE_BAND = (0.2, 10.0)
+LIVE_FOR = timedelta(days=365)
+
+
+@dataclass
+class AssetFacts:
+    ticker: str
+    trading_since: date | None = None
+    prices: list[tuple[date, float]] = field(default_factory=list)  # sorted by date
+    coingecko_id: str | None = None  # where ``asset_reference_prices`` fetches today's price
+
+
+class Reference:
+    """Facts per ticker; an asset missing from the table has no band and no start date."""
+
+    def __init__(self, facts: dict[str, AssetFacts]):
+        self._facts = facts
+
+    @classmethod
+    def load(cls, path: Path = REFERENCE_PATH) -> Reference:
+        facts: dict[str, AssetFacts] = {}
+        with path.open(encoding="utf-8", newline="") as f:
+            for n, row in enumerate(csv.DictReader(f), 2):
+                try:
+                    ticker, what = row["ticker"].strip().upper(), row["field"].strip()
+                    item = facts.setdefault(ticker, AssetFacts(ticker))
+                    if what == "trading_since":
+                        item.trading_since = date.fromisoformat(row["date"])
+                    elif what == "price_usd":
+                        item.prices.append((date.fromisoformat(row["date"]), float(row["value"])))
+                    elif what == "coingecko_id":
+                        item.coingecko_id = row["value"].strip()
+                    else:
+                        raise ValueError(f"unknown field {what!r} (trading_since, price_usd or coingecko_id)")
+                except (KeyError, TypeError, ValueError) as exc:
+                    raise ValueError(f"{path}:{n}: bad reference row ({exc}); see {path.parent / 'README.md'}") from exc
+        for item in facts.values():
+            item.prices.sort()
+        return cls(facts)
+
+    def with_prices(self, rows: Iterable[tuple[str, date, float]]) -> Reference:
+        """A copy with more dated prices (ticker, day, USD), e.g. those fetched into the warehouse."""
+        facts = {t: AssetFacts(f.ticker, f.trading_since, list(f.prices), f.coingecko_id) for t, f in self._facts.items()}
+        for ticker, day, usd in rows:
+            if usd and usd > 0:
+                facts.setdefault(ticker, AssetFacts(ticker)).prices.append((day, float(usd)))
+        for item in facts.values():
+            item.prices.sort()
+        return Reference(facts)
+
+    def price_at(self, ticker: str, when: datetime | date) -> float | None:
+        """The latest reference price on or before ``when``; else the earliest one (an article older than
+        the table); None for an asset without prices."""
+        item = self._facts.get(ticker)
+        if item is None or not item.prices:
+            return None
+        day = when.date() if isinstance(when, datetime) else when
+        i = bisect.bisect_right(item.prices, (day, float("inf")))
+        return item.prices[max(i - 1, 0)][1]
+
+    def band(self, ticker: str, when: datetime | date) -> tuple[float, float] | None:
+        ref = self.price_at(ticker, when)
+        if ref is None:
+            return None
+        return ref * PRICE_BAND[0], ref * PRICE_BAND[1]
+
+    def trading_since(self, ticker: str) -> date | None:
+        item = self._facts.get(ticker)
+        return item.trading_since if item else None
+
+    def live_for_long(self, ticker: str, when: datetime) -> bool | None:
+        """Whether the asset has traded for more than ``LIVE_FOR`` at ``when``; None when the table does not say."""
+        since = self.trading_since(ticker)
+        if since is None:
+            return None
+        return (when.date() if isinstance(when, datetime) else when) - since > LIVE_FOR
+
+    def coingecko_ids(self) -> dict[str, str]:
+        """ticker -> CoinGecko coin id, for the assets that have one."""
+        return {t: f.coingecko_id for t, f in self._facts.items() if f.coingecko_id}
+
+    def __contains__(self, ticker: object) -> bool:
+        return ticker in self._facts
+
+    def __len__(self) -> int:
+        return len(self._facts)
+
+
+_DEFAULT: Reference | None = None
+
+
+def default_reference() -> Reference:
+    """The shipped table, read once per process."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = Reference.load()
+    return _DEFAULT

@@ -1,0 +1,280 @@
+"""The wording-independent checks on derived events (issue: events that hold on unseen news), on invented
+headlines of each failure class, and withdrawal of published events the rules no longer derive."""
+
+from __future__ import annotations
+
+import json
+from datetime import date, datetime, timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+
+from api.access import StaticKeys
+from api.app import create_app
+from pipeline.events import ArticleIn, derive_events
+from pipeline.events.reference import REFERENCE_PATH, AssetFacts, Reference, default_reference
+from pipeline.prices import fetch_prices
+from tests.support.apiserver import ApiServer
+from tests.support.httpserver import LocalServer, Reply, static
+from warehouse.config import Settings
+from warehouse.db import connect
+from warehouse.events import WITHDRAWN_DEFAULT, merge_events, run_checks
+from warehouse.prices import load_prices, store_prices
+from warehouse.publish import publish_snapshot
+
+NAMES = {
+    "BTC": "Bitcoin", "ETH": "Ethereum", "SOL": "Solana", "ADA": "Cardano", "DOT": "Polkadot", "AVAX": "Avalanche",
+    "POL": "Polygon", "XRP": "XRP", "SUI": "Sui", "ZZZ": "Zedcoin",
+}
+PUBLISHED = datetime(2026, 10, 7, 9, 30)
+
+
+def article(title: str, summary: str = "", tickers: tuple[str, ...] | None = None, aid: str = "a1",
+            published: datetime = PUBLISHED) -> ArticleIn:
+    if tickers is None:
+        text = f"{title} {summary}".lower()
+        tickers = tuple(t for t, n in NAMES.items() if n.lower() in text or t.lower() in text.split())
+    return ArticleIn(aid, title, summary, f"https://news.example/{aid}", None, "Test Wire", published, tickers, ())
+
+
+def derive(title: str, summary: str = "", reference: Reference | None = None, **kw) -> tuple[list[str], dict[str, str]]:
+    refused: dict[str, str] = {}
+    events = derive_events([article(title, summary, **kw)], NAMES, reference=reference, refused=refused)
+    return [e.event_title for e in events], refused
+
+
+# Class 1: a count, holding, market cap or raise read as a price (invented headlines).
+COUNTS = [
+    "Listed Miner's Bitcoin Treasury Set to Pass 80,000 by Spring",
+    "Staking Firm Eyes 4 Million ETH in Holdings by Year-End",
+    "Solana Treasury Company Could Reach 12 Million SOL Next Year",
+    "Cardano Market Cap Could Hit $40 Billion by December",
+    "Ethereum Could Top 7 Million Before the Merge Anniversary",
+    "Avalanche Foundation Targets $250 Million Raise by Q1",
+    "Polkadot Could See 2,000,000 Validators Nominate by Year-End",
+]
+# Class 2: a deadline for something else read as the question's date, and a long-live mainnet "launching".
+DEADLINES = [
+    "Polygon Sidechain to Shut Down; Users Must Withdraw to Ethereum Mainnet Before Nov. 14",
+    "Zedcoin Bridge Sunset: Move Funds Back to the Ethereum Mainnet by December 2",
+    "Cardano Airdrop Claims Close December 5 as Mainnet Migration Ends",
+    "Solana Mainnet Goes Live on December 1",
+    "Bitcoin Mainnet Launch Scheduled for Q1 2027",
+]
+# Class 3: the headline's verb taken into the name.
+VERB_NAMES = [
+    "Polkadot Gets Upgrade Warning: Validators Must Act by October 20",
+    "Avalanche Receives Hard Fork Notice Ahead of Q4",
+    "Sui Sees Upgrade Scheduled for November 3",
+    "Cardano Announces Upgrade Set for December 10",
+]
+# Controls: the same shapes, legitimately settle-able; the checks must leave them alone.
+CONTROLS = [
+    ("Bitcoin Could Hit $150,000 by Year-End, Analyst Says", "Will Bitcoin close above $150,000 on December 31, 2026?"),
+    ("Ethereum Eyes $6,000 as Treasury Buying Picks Up", "Will Ethereum close above $6,000 on October 31, 2026?"),
+    ("Solana Slides Toward $120 Support", "Will Solana close below $120 on October 31, 2026?"),
+    ("Ethereum's Fusaka Upgrade Set for December 3", "Will the Ethereum Fusaka upgrade go live on mainnet by December 3, 2026?"),
+    ("Cardano's Node 12 Hard Fork Scheduled for November 18",
+     "Will the Cardano Node 12 hard fork go live on mainnet by November 18, 2026?"),
+]
+
+
+@pytest.mark.parametrize("title", COUNTS)
+def test_a_count_is_never_a_price(title: str) -> None:
+    events, _ = derive(title)
+    assert events == [], title
+
+
+@pytest.mark.parametrize("title", DEADLINES)
+def test_a_deadline_for_something_else_or_a_live_mainnet_gives_nothing(title: str) -> None:
+    events, _ = derive(title)
+    assert events == [], title
+
+
+@pytest.mark.parametrize("title", VERB_NAMES)
+def test_a_headline_verb_is_never_a_name(title: str) -> None:
+    events, _ = derive(title)
+    assert events == [], title
+
+
+@pytest.mark.parametrize(("title", "question"), CONTROLS)
+def test_legitimate_questions_still_pass_the_checks(title: str, question: str) -> None:
+    events, refused = derive(title)
+    assert events == [question], refused
+
+
+def test_the_band_refuses_a_level_only_the_reference_table_can_tell_apart() -> None:
+    # No wording gives it away: only the reference price says $7,000,000 is not an ether price.
+    title = "Ethereum Could Top $7,000,000 by Year-End"
+    events, refused = derive(title)
+    assert events == []
+    (reason,) = refused.values()
+    assert "$7,000,000 is not a plausible ETH price on 2026-10-07" in reason and "between" in reason
+    loose = Reference({"ETH": AssetFacts("ETH", date(2015, 8, 7), [(date(2026, 1, 1), 3_000_000.0)])})
+    events, _ = derive(title, reference=loose)
+    assert events == ["Will Ethereum close above $7,000,000 on December 31, 2026?"]
+
+
+def test_an_asset_without_a_reference_price_needs_a_currency_sign() -> None:
+    bare, refused = derive("Zedcoin Could Hit 40K by Year-End")
+    assert bare == [] and "has no currency" in next(iter(refused.values()))
+    priced, _ = derive("Zedcoin Could Hit $40 by Year-End")
+    assert priced == ["Will Zedcoin close above $40 on December 31, 2026?"]
+
+
+def test_a_young_chain_may_launch_its_mainnet_but_not_an_unknown_or_old_one() -> None:
+    young = Reference({"ZZZ": AssetFacts("ZZZ", PUBLISHED.date() - timedelta(days=90))})
+    events, _ = derive("Zedcoin Mainnet Set to Launch on December 9", reference=young)
+    assert events == ["Will the Zedcoin mainnet launch by December 9, 2026?"]
+    events, refused = derive("Zedcoin Mainnet Set to Launch on December 9", reference=Reference({}))
+    assert events == [] and "no trading start date" in next(iter(refused.values()))
+    events, refused = derive("Cardano Mainnet Set to Launch on December 9")
+    assert events == [] and "has traded since 2017-10-01" in next(iter(refused.values()))
+
+
+def test_the_shipped_reference_table_loads_and_bands_by_date() -> None:
+    ref = default_reference()
+    assert len(ref) >= 150 and "BTC" in ref
+    assert ref.price_at("BTC", date(2024, 3, 1)) == 42000  # the latest point on or before
+    assert ref.price_at("BTC", date(2020, 1, 1)) == 42000  # before the table: its earliest point
+    lo, hi = ref.band("ETH", datetime(2025, 8, 1))  # type: ignore[misc]
+    assert lo == pytest.approx(500) and hi == pytest.approx(25000)
+    assert ref.band("MON", datetime(2026, 1, 1)) is None  # a start date but no price
+    assert ref.coingecko_ids()["BTC"] == "bitcoin"
+
+
+def test_a_bad_reference_row_is_named(tmp_path: Path) -> None:
+    bad = tmp_path / "ref.csv"
+    bad.write_text("ticker,field,date,value\nBTC,price_usd,2024-13-01,1\n")
+    with pytest.raises(ValueError, match=r"ref.csv:2: bad reference row"):
+        Reference.load(bad)
+    assert REFERENCE_PATH.exists()
+
+
+# --- withdrawal ------------------------------------------------------------------------------------------------
+
+OLD_RULES = Reference({"ETH": AssetFacts("ETH", date(2015, 8, 7), [(date(2026, 1, 1), 3_000_000.0)])})
+
+
+def test_events_the_rules_no_longer_derive_are_withdrawn_with_the_reason_and_keep_their_id(tmp_path: Path) -> None:
+    absurd = article("Ethereum Could Top $7,000,000 by Year-End", tickers=("ETH",), aid="a1")
+    fine = article("Bitcoin Could Hit $150,000 by Year-End", tickers=("BTC",), aid="a2")
+    con = connect(tmp_path / "w.duckdb")
+    now = datetime(2026, 10, 8, 12, 0)
+    old = derive_events([absurd, fine], NAMES, reference=OLD_RULES)
+    assert len(old) == 2
+    merge_events(con, old, now, complete=True)
+    before = dict(con.execute("SELECT id, created_at FROM prediction_events").fetchall())
+    absurd_id = next(e.id for e in old if e.asset == "ETH")
+
+    refused: dict[str, str] = {}
+    new = derive_events([absurd, fine], NAMES, refused=refused)  # the shipped table: the ETH level is refused
+    report = merge_events(con, new, now + timedelta(hours=1), complete=True, refused=refused)
+    assert (report.withdrawn, report.restored, report.events) == (1, 0, 2)
+    rows = {r[0]: r[1:] for r in con.execute(
+        "SELECT id, status, withdrawn_reason, created_at FROM prediction_events").fetchall()}
+    assert rows[absurd_id][0] == "withdrawn" and "not a plausible ETH price" in rows[absurd_id][1]
+    assert {i: r[2] for i, r in rows.items()} == before  # ids and created_at unchanged
+    checks = run_checks(con)
+    assert checks["withdrawn_has_reason"] == checks["resolvable"] == checks["created_at_unique"] == 0, checks
+
+    # An event that disappears without a check refusing it gets the general reason.
+    merge_events(con, [], now + timedelta(hours=2), complete=True)
+    reasons = dict(con.execute("SELECT id, withdrawn_reason FROM prediction_events").fetchall())
+    assert set(reasons) == set(before) and reasons[absurd_id].startswith("$7,000,000")
+    assert [r for i, r in reasons.items() if i != absurd_id] == [WITHDRAWN_DEFAULT]
+
+    # Derived again (say the rules change back): listed as before, under the same id.
+    again = merge_events(con, old, now + timedelta(hours=3), complete=True)
+    assert again.restored == 2 and again.withdrawn == 0
+    assert {r[0] for r in con.execute("SELECT DISTINCT status FROM prediction_events").fetchall()} == {"open"}
+
+    # A partial merge (not every article read) withdraws nothing.
+    partial = merge_events(con, old[:1], now + timedelta(hours=4))
+    assert partial.withdrawn == 0
+    con.close()
+
+
+def test_the_api_lists_withdrawn_events_and_says_why(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    con = connect(home / "warehouse.duckdb")
+    absurd = article("Ethereum Could Top $7,000,000 by Year-End", tickers=("ETH",), aid="a1")
+    fine = article("Bitcoin Could Hit $150,000 by Year-End", tickers=("BTC",), aid="a2")
+    now = datetime(2026, 10, 8, 12, 0)
+    merge_events(con, derive_events([absurd, fine], NAMES, reference=OLD_RULES), now, complete=True)
+    refused: dict[str, str] = {}
+    merge_events(con, derive_events([absurd, fine], NAMES, refused=refused), now, complete=True, refused=refused)
+    publish_snapshot(con, home / "snapshots")
+    con.close()
+    query = """query($s: EventStatus) { predictionEvents(first: 10, status: $s) {
+        edges { node { id asset status withdrawnReason } } } }"""
+    with ApiServer(create_app(Settings(home=home), access=StaticKeys(["k"]))) as srv:
+        def nodes(status: str | None) -> list[dict]:
+            r = httpx.post(srv.url("/crypto-news/k"), json={"query": query, "variables": {"s": status}}, timeout=30)
+            assert r.status_code == 200, r.text
+            return [e["node"] for e in r.json()["data"]["predictionEvents"]["edges"]]
+
+        listed = nodes(None)
+        assert {(n["asset"], n["status"]) for n in listed} == {("ETH", "WITHDRAWN"), ("BTC", "OPEN")}
+        eth = next(n for n in listed if n["asset"] == "ETH")
+        assert "not a plausible ETH price" in eth["withdrawnReason"]
+        assert [n["asset"] for n in nodes("WITHDRAWN")] == ["ETH"]
+        assert [n["asset"] for n in nodes("OPEN")] == ["BTC"]
+        assert nodes("CLOSED") == []
+
+
+# --- reference prices from a price API --------------------------------------------------------------------------
+
+
+def test_prices_are_fetched_from_a_coingecko_compatible_api_and_stored(tmp_path: Path) -> None:
+    body = json.dumps({"bitcoin": {"usd": 91234.5}, "ethereum": {"usd": 3012}, "junk": {"usd": 1}, "solana": {}})
+    with LocalServer() as srv:
+        srv.routes["/api/v3/simple/price"] = static(body, "application/json")
+        got = fetch_prices(srv.url("/api/v3"), {"BTC": "bitcoin", "ETH": "ethereum", "SOL": "solana"},
+                           date(2026, 11, 25))
+        assert got.error is None
+        assert sorted(got.prices) == [("BTC", date(2026, 11, 25), 91234.5), ("ETH", date(2026, 11, 25), 3012.0)]
+        assert "ids=bitcoin%2Cethereum%2Csolana" in srv.seen[0].path
+        srv.routes["/api/v3/simple/price"] = lambda req: Reply(429, b'{"status":"rate limited"}')
+        limited = fetch_prices(srv.url("/api/v3"), {"BTC": "bitcoin"}, date(2026, 11, 25))
+        assert limited.prices == [] and "answered 429" in (limited.error or "")
+    con = connect(tmp_path / "w.duckdb")
+    assert store_prices(con, got.prices, "test", datetime(2026, 11, 25, 6)) == 2
+    assert store_prices(con, [("BTC", date(2026, 11, 25), 95000.0)], "test", datetime(2026, 11, 25, 12)) == 1
+    stored = load_prices(con)
+    assert ("BTC", date(2026, 11, 25), 95000.0) in stored and len(stored) == 2
+    ref = default_reference().with_prices(stored)
+    assert ref.price_at("BTC", date(2026, 11, 26)) == 95000.0
+    con.close()
+
+
+def test_offline_the_fetch_says_why_and_returns_nothing() -> None:
+    with LocalServer() as srv:
+        url = srv.url("/api/v3")
+    got = fetch_prices(url, {"BTC": "bitcoin"}, date(2026, 11, 25), timeout=2)  # the server is gone
+    assert got.prices == [] and got.error and "could not read" in got.error
+
+
+def test_the_reference_prices_asset_materializes_from_a_local_price_server(
+    data_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from pipeline.cli import app
+    from warehouse.config import get_settings
+
+    monkeypatch.setenv("DAGSTER_HOME", str(data_home / "dagster"))
+    with LocalServer() as srv:
+        srv.routes["/api/v3/simple/price"] = static(json.dumps({"bitcoin": {"usd": 88000}}), "application/json")
+        monkeypatch.setenv("CRYPTOWIRE_PRICE_SOURCE_URL", srv.url("/api/v3"))
+        get_settings.cache_clear()
+        result = CliRunner().invoke(app, ["materialize", "--select", "asset_reference_prices", "--json"])
+        assert result.exit_code == 0, result.output
+        assert srv.hits("/api/v3/simple/price") == 1
+    report = json.loads(result.output)
+    (asset,) = report["assets"]
+    assert asset["metadata"]["fetched"] == 1 and asset["metadata"]["error"] == ""
+    con = connect(data_home / "warehouse.duckdb")
+    assert [(t, usd) for t, _, usd in load_prices(con)] == [("BTC", 88000.0)]
+    con.close()
