@@ -739,7 +739,15 @@ def is_noun_phrase(name: str) -> bool:
         return False
     if lowered[-1] in _NAME_STOP and not re.fullmatch(r"v?\d[\w.]*", words[-1]):
         return False
+    if not any(re.search(r"[A-Za-z]{2}", w) or re.fullmatch(r"v\d[\w.]*", w) for w in words):
+        return False  # "18.53": an amount, not a name
+    if any(re.search(r"[a-z]ly$", w) for w in lowered) or any(w in _NOT_A_PRODUCT for w in lowered):
+        return False  # "Globally", "Spot ETFs": an adverb, or a financial product rather than a launch
     return any(w[0].isupper() or w[0].isdigit() or re.fullmatch(r"v\d[\w.]*", w) for w in words)
+
+
+# Launches of these are listings or filings, never a project's upgrade or product release.
+_NOT_A_PRODUCT = frozenset("etf etfs etp etps etn etns fund funds futures options".split())
 
 
 def upgrade_name(unit: str, mentions: list[Mention]) -> str | None:
