@@ -122,8 +122,9 @@ def test_precise_time_is_flagged() -> None:
     ("published", "expected"),
     [
         (datetime(2026, 11, 4, 16, 45), datetime(2026, 11, 30)),
-        (datetime(2026, 11, 23, 0, 0), datetime(2026, 11, 30)),  # exactly 7 days left
-        (datetime(2026, 11, 23, 0, 1), datetime(2026, 12, 31)),  # under 7 days left: next month
+        (datetime(2026, 11, 23, 0, 0), datetime(2026, 11, 30)),  # 7 days left after the 23rd
+        (datetime(2026, 11, 23, 23, 59), datetime(2026, 11, 30)),  # the time of day does not count
+        (datetime(2026, 11, 24, 0, 1), datetime(2026, 12, 31)),  # 6 days left: next month
         (datetime(2025, 12, 27), datetime(2026, 1, 31)),
         (datetime(2024, 2, 10), datetime(2024, 2, 29)),
     ],

@@ -11,16 +11,8 @@ from datetime import datetime
 
 import pytest
 
-from pipeline.events.unseen import (
-    TEST_FROM,
-    TEST_PUBLISHERS,
-    Item,
-    agreement,
-    load_unseen,
-    majority,
-    score,
-    split_of,
-)
+from models.splits import TEST_FROM, TEST_PUBLISHERS, split_of
+from pipeline.events.unseen import Item, agreement, load_unseen, majority, score
 from tests.conftest import PROJECT
 
 HELD_BACK = ("u.today", "decrypt.co", "bitcoinmagazine.com")

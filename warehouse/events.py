@@ -348,7 +348,7 @@ CHECKS: list[Check] = [
     ),
     _check(
         "resolvable", "Kind is known; price events have comparator, threshold and currency; others have none.",
-        "e.kind NOT IN ('price_threshold', 'etf_decision', 'listing', 'upgrade_or_launch') "
+        "e.kind NOT IN ('price_threshold', 'etf_decision', 'listing', 'upgrade_or_launch', 'token_unlock') "
         "OR (e.kind = 'price_threshold' AND (e.comparator NOT IN ('above', 'below') OR e.comparator IS NULL "
         "OR e.threshold IS NULL OR e.threshold <= 0 OR e.currency IS NULL)) "
         "OR (e.kind <> 'price_threshold' AND (e.comparator IS NOT NULL OR e.threshold IS NOT NULL)) "

@@ -21,7 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.events.unseen import TEST_FROM, TEST_PUBLISHERS, UNSEEN_PATH, split_of  # noqa: E402
+from models.splits import TEST_FROM, TEST_PUBLISHERS, split_of  # noqa: E402
+from pipeline.events.unseen import UNSEEN_PATH  # noqa: E402
 
 KINDS = {"price_threshold", "etf_decision", "listing", "upgrade_or_launch", "token_unlock", "governance_vote"}
 

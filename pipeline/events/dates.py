@@ -77,7 +77,7 @@ def default_price_date(published_at: datetime) -> datetime:
     """The resolution day of a price level cited without a date: the last day of the publication month, or of
     the next month when fewer than 7 days of this one remain (so every question runs at least a week)."""
     end = _month_end(published_at.year, published_at.month)
-    if end - published_at < timedelta(days=7):
+    if (end.date() - published_at.date()).days < 7:  # whole days after the publication day, as a reader counts
         year, month = _add_months(published_at.year, published_at.month, 1)
         end = _month_end(year, month)
     return end
@@ -277,7 +277,7 @@ _RULES: list[tuple[re.Pattern[str], str, Callable[[re.Match[str], datetime], tup
     (_r(rf"\b{_I}(?P<part>early|mid|late)[-\s](?:{_YEAR}|(?P<which>this|next)\s+year))\b"), "part_of_year",
      _part_of_year),
     # in December / by end of March / December 2026
-    (_r(rf"\b{_I}(?:in|by|until|till|through|during|for|(?:the\s+)?end\s+of|early|mid|late)\s+)"
+    (_r(rf"\b{_I}(?:in|by|until|till|through|during|for|(?:the\s+)?end\s+of|early|late)\s+|mid[-\s])"
         rf"(?P<mon>{_MON})(?![a-z])(?:\s+{_YEAR})?"),
      "month", _month),
     (_r(rf"\b(?P<mon>{_MON})(?![a-z])\s+{_YEAR}"), "month", _month),
@@ -289,6 +289,9 @@ _RULES: list[tuple[re.Pattern[str], str, Callable[[re.Match[str], datetime], tup
     (_r(rf"\b{_I}(?:by|in|during|through|until|till|for|(?:the\s+)?end\s+of)\s+){_YEAR}(?![-/]\d)"), "year",
      _named_year),
     (_r(rf"\b{_I}(?P<which>this|next)\s+year)\b"), "year", _this_or_next_year),
+    # "2025 ether price target", "its 2026 BTC forecast": a forecast for that year
+    (_r(rf"\b{_YEAR}\s+(?=(?:[\w$]+\s+){{0,2}}{_I}(?:price\s+)?(?:target|forecast|prediction|outlook)s?)\b)"),
+     "year", _named_year),
     # next week, this week, by the weekend, end of the week
     (_r(rf"\b{_I}(?:(?:later|by|until)\s+)?(?:(?:the\s+)?end\s+of\s+)?(?P<which>this|next)\s+week(?:end)?"
         rf"|(?:by|until|before)\s+the\s+weekend|(?:the\s+)?end\s+of\s+the\s+week)\b"),
@@ -302,7 +305,7 @@ _RULES: list[tuple[re.Pattern[str], str, Callable[[re.Match[str], datetime], tup
      _offset),
     (_r(rf"\b{_I}tomorrow)\b"), "tomorrow", _tomorrow),
     # on Wednesday, by Friday, next Monday
-    (_r(rf"\b{_I}(?:on|by|until|this|(?P<which>next))\s+(?P<wd>monday|tuesday|wednesday|thursday|friday"
+    (_r(rf"\b{_I}(?:on|by|until|before|this|(?P<which>next))\s+(?P<wd>monday|tuesday|wednesday|thursday|friday"
         rf"|saturday|sunday))\b"),
      "weekday", _weekday),
     # recognised, never a time after publication

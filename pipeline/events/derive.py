@@ -15,13 +15,16 @@ from pipeline.events.templates import (
     ETF,
     LISTING,
     PRICE,
+    UNLOCK,
     UPGRADE,
     AssetFinder,
     Found,
+    Mention,
     clean,
     find_etf,
     find_listing,
     find_price,
+    find_unlock,
     find_upgrade,
     is_noun_phrase,
     pick_date,
@@ -81,6 +84,7 @@ _CONTEXT = {
     ETF: re.compile(r"\b(?:deadline|decide|decision|rule\s+on|approve)\b", re.I),
     LISTING: re.compile(r"\b(?:trading|list|listing|listed)\b", re.I),
     UPGRADE: re.compile(r"\b(?:upgrade|fork|mainnet|launch|activate[sd]?|go\s+live|goes\s+live|roll\s+out)\b", re.I),
+    UNLOCK: re.compile(r"\b(?:unlock|unlocks|release|vesting)\b", re.I),
 }
 
 
@@ -138,10 +142,16 @@ def derive_article(
             find_listing(unit, ms),
             find_price(unit, ms, context),
             find_upgrade(unit, ms, published, title_name, fallback),
+            find_unlock(unit, ms),
         ):
             if found is None or found.ticker not in tickers:
                 continue
-            when = _resolution_date(found, i, units, published)
+            if found.kind == PRICE and found.comparator is None:
+                direction = direction_by_reference(found, published, reference)
+                if direction is None:
+                    continue  # "is SOL headed to $150?" with SOL near $150: up or down, the words do not say
+                found = replace(found, comparator=direction)
+            when = _resolution_date(found, i, units, published, mentions)
             if when is None:
                 continue
             reason = refusal(found, published, reference, names)
@@ -151,6 +161,24 @@ def derive_article(
                     refused.setdefault(key, reason)
                 continue
             return _candidate(article, found, when, names, title, summary, published)
+    return None
+
+
+# A level the words give no direction for is "above" when it is this far above the asset's reference price
+# (and "below" when as far below it); nearer, the table is too coarse to tell.
+DIRECTION_MARGIN = 1.25
+
+
+def direction_by_reference(found: Found, published: datetime, reference: Reference) -> str | None:
+    """"above" or "below" for a price level whose sentence gives no direction ("Is SOL price headed to $300?"),
+    from the asset's reference price at publication; None when the level is too near it, or there is none."""
+    ref = reference.price_at(found.ticker, published)
+    if ref is None or found.threshold is None:
+        return None
+    if found.threshold >= ref * DIRECTION_MARGIN:
+        return "above"
+    if found.threshold <= ref / DIRECTION_MARGIN:
+        return "below"
     return None
 
 
@@ -187,20 +215,33 @@ def refusal(found: Found, published: datetime, reference: Reference, names: Mapp
     return None
 
 
-def _resolution_date(found: Found, index: int, units: list[str], published: datetime) -> datetime | None:
-    """The date in the question's own sentence; else one a related summary sentence gives; else, for price
-    levels only, the default (``dates.default_price_date``). A date that is not after publication: None."""
+# A summary sentence that carries a headline's price question on: "Can Solana hit four figures this year?"
+_PRICE_TALK = re.compile(r"\b(?:price|rally|hit|reach|target|surge|climb|rise|fall|drop|run|move|levels?)\b", re.I)
+
+
+def _resolution_date(found: Found, index: int, units: list[str], published: datetime,
+                     mentions: list[list[Mention]]) -> datetime | None:
+    """The date in the question's own sentence; else one a related summary sentence gives (for a price level:
+    one naming the same level, else one about the same asset's price when the level sits in the headline);
+    else, for price levels only, the default (``dates.default_price_date``). A date that is not after
+    publication: None."""
     hit = pick_date(found.unit, published, found.anchor)
     if hit is not None:
+        if hit.when is not None and hit.rule != "explicit" and found.kind != PRICE:
+            return _exact_day(found, index, units, published, hit.when) or hit.when
         return hit.when
     for j, other in enumerate(units):
         if j == index:
             continue
         if found.kind == PRICE:
             same = [a for a in find_amounts(other) if a.value == found.threshold]
-            if not same:
+            if same:
+                hit = pick_date(other, published, (same[0].start, same[0].end))
+            elif index == 0 and (talk := _PRICE_TALK.search(other)) and any(
+                    m.ticker == found.ticker for m in mentions[j]) and not find_amounts(other):
+                hit = pick_date(other, published, (talk.start(), talk.end()))
+            else:
                 continue
-            hit = pick_date(other, published, (same[0].start, same[0].end))
         else:
             key = _CONTEXT[found.kind].search(other)
             if not key:
@@ -209,6 +250,18 @@ def _resolution_date(found: Found, index: int, units: list[str], published: date
         if hit is not None:
             return hit.when
     return default_price_date(published) if found.kind == PRICE else None
+
+
+def _exact_day(found: Found, index: int, units: list[str], published: datetime, period_end: datetime) -> datetime | None:
+    """The exact day a related sentence gives within the period the question's own sentence names ("unlock
+    ... this week" in the headline, "on February 1" in the summary)."""
+    for j, other in enumerate(units):
+        key = _CONTEXT[found.kind].search(other) if j != index else None
+        if key and not re.search(r"\b(?:testnet|devnet)s?\b", other, re.I):  # a rehearsal's day is not the event's
+            hit = pick_date(other, published, (key.start(), key.end()))
+            if hit is not None and hit.rule == "explicit" and hit.when is not None and hit.when <= period_end:
+                return hit.when
+    return None
 
 
 def _candidate(

@@ -296,7 +296,7 @@ def _print_unseen(report: dict[str, Any], errors: bool) -> None:
           f"{a.get('event_or_not_fleiss_kappa')}, unanimous on {a.get('event_or_not_unanimous')}; "
           f"{a.get('majority_says_event')} items a majority says give an event "
           f"({a.get('of_which_all_readers_wrote_the_same_questions')} with identical questions from all)")
-    print(f"gold events (four kinds): {report['gold']}; derived {report['derived']}, correct {report['correct']}: "
+    print(f"gold events (kinds derived: {len(report['by_kind'])}): {report['gold']}; derived {report['derived']}, correct {report['correct']}: "
           f"precision {report['precision']}, recall {report['recall']}")
     for kind, c in report["by_kind"].items():
         print(f"  {kind:18} gold {c['gold']:3}  derived {c['derived']:3}  correct {c['correct']:3}  "

@@ -28,7 +28,8 @@ PRICE = "price_threshold"
 ETF = "etf_decision"
 LISTING = "listing"
 UPGRADE = "upgrade_or_launch"
-KINDS = (PRICE, ETF, LISTING, UPGRADE)
+UNLOCK = "token_unlock"
+KINDS = (PRICE, ETF, LISTING, UPGRADE, UNLOCK)
 
 MAX_PRICE = 1e7  # "$1.2 billion" is an inflow or a valuation, never a coin's price level
 
@@ -212,7 +213,7 @@ class Found:
 
 
 # Dates that belong to something else: "ahead of November 24 fee upgrade", "since January".
-_FOREIGN_DATE = re.compile(r"(?:ahead\s+of|after|since|following|last|earlier|past|from\s+its)\s+(?:the\s+)?$", re.I)
+_FOREIGN_DATE = re.compile(r"(?:ahead\s+of|after|since|following|last|earlier|past|from\s+its|over)\s+(?:the\s+)?$", re.I)
 
 
 # Deadlines for something other than the question's object: "withdraw to mainnet before Oct. 26", "claims
@@ -222,7 +223,7 @@ _OTHER_DEADLINE = re.compile(
     r"|submi\w*|redeem\w*|redemptions?|unstak\w*|migrat\w*|swap\s+(?:their|your)|bridge\s+(?:their|your|funds)"
     r"|move\s+(?:their|your)\s+funds|eligib\w*|opt[\s-]?(?:in|out)|vote\s+delegation|KYC|deposits?\s+(?:close|end)"
     r"|sunset\w*|shut(?:s|ting)?\s+down|shutdown|wind(?:s|ing)?\s+down|deprecat\w*|discontinu\w*|delist\w*"
-    r"|end\s+support|cease\w*|close\s+(?:their|your|the)\s+accounts?)\b",
+    r"|end\s+support|cease\w*|close\s+(?:their|your|the)\s+accounts?|expir\w*)\b",
     re.I,
 )
 
@@ -234,14 +235,38 @@ def foreign_deadline(unit: str, hit: DateHit) -> bool:
     return bool(_OTHER_DEADLINE.search(unit[max(clause_start, 0, hit.start - 80) : hit.start]))
 
 
+# A period that measures what already happened: "surges 20% in one week", "biggest inflow day in 2 months",
+# "highest level in three years".
+_LOOKBACK = re.compile(
+    r"(?:\d%|\b(?:high|highs|low|lows|level|ATH|peak|top|bottom|gains?|losses|rall(?:y|ies|ied)|surg(?:e|es|ed)"
+    r"|jump(?:s|ed)?|soar(?:s|ed)?|ris(?:e|es)|rose|climb(?:s|ed)?|fell|falls|dropp?(?:s|ed)?|slump(?:s|ed)?"
+    r"|plung(?:e|es|ed)|crash(?:es|ed)?))(?:\s+\w+){0,2}\s+$",
+    re.I,
+)
+_SUPERLATIVE = re.compile(r"\b(?:\w+est|biggest|most|record|first\s+time|best|worst)\b", re.I)
+
+
+def lookback(unit: str, hit: DateHit) -> bool:
+    """Whether an "in N days/weeks/months" phrase measures the past ("up 20% in one week", "biggest inflow day
+    in 2 months")."""
+    if hit.rule != "offset":
+        return False
+    before = unit[max(0, hit.start - 60) : hit.start]
+    return bool(_LOOKBACK.search(before) or _SUPERLATIVE.search(before))
+
+
 def pick_date(unit: str, published_at: datetime, anchor: tuple[int, int]) -> DateHit | None:
     """The date phrase that belongs to the question: the nearest one after its object, else the nearest
     before it. Phrases introduced by "ahead of", "after", "since" ... date something else and are skipped,
     and so are deadlines for something else ("withdraw before Oct. 26", ``foreign_deadline``)."""
     hits = [
         h for h in find_dates(unit, published_at)
-        if not _FOREIGN_DATE.search(unit[: h.start]) and not foreign_deadline(unit, h)
+        if not _FOREIGN_DATE.search(unit[: h.start]) and not foreign_deadline(unit, h) and not lookback(unit, h)
     ]
+    # A date behind a question mark belongs to another sentence ("... to $0.60? Three Things to Watch Today"),
+    # and one before a dash to another clause ("Settlement in April - XRP to $1?").
+    hits = [h for h in hits if not (re.search(r"[?!]", unit[anchor[1] : h.start]) if h.start >= anchor[1]
+                                    else re.search(r"[?!]|\s-\s", unit[h.end : anchor[0]]))]
     after = [h for h in hits if h.start >= anchor[1]]
     if after:
         return min(after, key=lambda h: h.start)
@@ -256,7 +281,7 @@ def pick_date(unit: str, published_at: datetime, anchor: tuple[int, int]) -> Dat
 _UP_VERBS = (
     r"hit|reach|top|touch|tag|see|climb|rise|rally|surge|soar|jump|run|pump|rocket|fly|explode|break|breach"
     r"|cross|exceed|surpass|clear|return|reclaim|retake|recover|rebound|go|push|smash|blast|flip|print"
-    r"|overtake|challenge|spike|zoom|shoot\s+up|revisit\s+highs\s+of"
+    r"|overtake|challenge|spike|zoom|shoot\s+up|revisit\s+highs\s+of|skyrocket|moon|go\s+parabolic|explode"
 )
 _DOWN_VERBS = (
     r"drop|fall|sink|slide|slip|dip|tumble|plunge|crash|slump|decline|retreat|correct|collapse|plummet|crater"
@@ -284,7 +309,8 @@ _PREP = r"(?:back\s+)?(?:above|over|past|beyond|below|under|beneath|to|toward|to
 _MODAL = (
     r"(?:could|can|will|would|may|might|should|must|to|set\s+to|poised\s+to|likely\s+to|expected\s+to"
     r"|on\s+track\s+to|primed\s+to|ready\s+to|about\s+to|bound\s+to|tipped\s+to|predicted\s+to|forecast\s+to"
-    r"|projected\s+to|needs?\s+to|going\s+to|aims?\s+to|looks?\s+to|seeks?\s+to|threatens?\s+to|risks?)"
+    r"|projected\s+to|needs?\s+to|going\s+to|aims?\s+to|looks?\s+to|seeks?\s+to|threatens?\s+to|risks?"
+    r"|on\s+(?:the\s+)?(?:verge|brink|cusp)\s+of|close\s+to)"
 )
 _W = r"[\w$.'-]+"
 # Each pattern ends where the amount starts.
@@ -294,18 +320,21 @@ _CUE_MODAL = re.compile(
     re.I,
 )
 _CUE_DIRECT = re.compile(
-    r"\b(?P<cue>eyes?|eyeing|targets?|targeting|sets?\s+sights\s+on|aims?\s+(?:for|at)|bets?\s+on|betting\s+on"
+    r"\b(?P<cue>eyes?|eyeing|eying|targets?|targeting|sets?\s+sights\s+on|aims?\s+(?:for|at)|bets?\s+on|betting\s+on"
     r"|calls?\s+for|predicts?|predicting|forecasts?|forecasting|sees|seeing|projects?|expects?|expecting"
+    r"|anticipates?|anticipating|envisions?|envisioning"
     r"|watch(?:es|ing)?|eyes\s+a\s+(?:move|run|rally|return|push|drop|fall|slide)\s+(?:to|toward|towards))"
     r"\s+(?:(?:a|an|the)\s+)?(?:(?:fresh|new|next|potential|possible)\s+)?"
-    r"(?:(?:move|run|rally|return|push|drop|fall|slide|retest|test)\s+(?:to|toward|towards|of|above|below)\s+)?"
+    r"(?:(?:bullish|bearish|major|massive|big|huge|strong|sharp|parabolic|explosive|spectacular|further|price)\s+)*"
+    r"(?:(?:move|run|rally|return|push|drop|fall|slide|retest|test|breakout|breakdown|surge|rebound|recovery|climb"
+    r"|jump|decline|crash|correction|dip|pump)\s+(?:to|toward|towards|of|above|below|past|beyond|under)\s+)?"
     r"(?:(?:price\s+)?target\s+of\s+)?$",
     re.I,
 )
 # "Aldridge Sees Bitcoin at $135,000", "Analyst Expects ETH to Hit $5K" (the asset sits between cue and level)
 _CUE_SEES = re.compile(
-    rf"\b(?:sees?|expects?|predicts?|forecasts?|projects?|calls?\s+for|targets?)\s+(?:{_W}\s+){{1,3}}?"
-    r"(?:at|to|hitting|reaching|topping|near)\s+$",
+    rf"\b(?:sees?|expects?|predicts?|forecasts?|projects?|calls?\s+for|targets?|anticipates?|envisions?)"
+    rf"\s+(?:{_W}\s+){{1,3}}?(?:at|to|hitting|reaching|topping|near|past|above|beyond|over|below|under)\s+$",
     re.I,
 )
 _CUE_TOWARD = re.compile(
@@ -322,7 +351,9 @@ _CUE_NOUN = re.compile(
     r")\s+(?:the\s+)?$",
     re.I,
 )
-_HEADLINE_TO = re.compile(r"\bto\s+$")  # "Bitcoin to $150K by 2026?" - checked with the asset right before
+# "sending XLM to $0.42", "plan to take ETH to $10K": someone moves the asset, the headline asks nothing.
+_MOVED_BY = re.compile(r"\b(?:\w+(?:ing|ed)|take|drive|push|send|bring|boost|lift|propel|pull|get|put)\s+$", re.I)
+_HEADLINE_TO = re.compile(r"\bto\s+$", re.I)  # "Bitcoin to $150K by 2026?" - checked with the asset right before
 _RIGHT_TARGET = re.compile(
     r"^\s*(?:(?P<asset>[\w$]+)\s+)?(?:price\s+)?(?P<what>target|prediction|forecast|call|projection)s?\b", re.I
 )
@@ -352,7 +383,8 @@ _ALLOWED_AFTER = frozenset(
     "by before in this next within on again as amid after while level levels mark support resistance price "
     "target targets zone area range handle threshold barrier milestone for with if soon says say said analyst "
     "analysts trader traders is could may until and or but first per ahead despite following then once at from "
-    "into over under is next".split()
+    "into over under is next amidst possible likely breakout breakouts rally run move surge push ride mark retest "
+    "test region soon coming price prices to eruption explosion moonshot rocket pump spike jump".split()
 )
 _UPSIDE_CUE = re.compile(
     r"\b(?:eyes?|eyeing|targets?|targeting|sights|aims?|bets?|betting|calls?|predicts?|forecasts?|expects?|sees?"
@@ -377,9 +409,35 @@ _REF_LEFT = re.compile(
 )
 
 
+# Words that make a sentence about a future level, for the cues below that are not forward-looking by themselves.
+_FORWARD = re.compile(
+    r"\?|\b(?:could|can|will|would|may|might|should|possible|possibly|likely|within\s+reach|in\s+sight|in\s+view"
+    r"|closer\s+than\s+ever|looms?|looming|nigh|in\s+the\s+cards|on\s+the\s+cards|on\s+the\s+horizon|imminent"
+    r"|envision\w*|predict\w*|expect\w*|forecast\w*|target\w*|eyes?|eyeing|eying|next|ahead|soon|upcoming"
+    r"|potential|poised|primed|set\s+(?:to|for))\b",
+    re.I,
+)
+# "could push Bitcoin to $45K", "will it send price to $3?", "plan to boost ETH price to $10K"
+_CUE_PUSH = re.compile(
+    r"\b(?:could|can|will|would|may|might|should|to)\s+(?:(?:it|also|further|eventually|soon|then)\s+)?"
+    r"(?:(?P<up>lift|boost|propel|catapult|rocket|fuel|thrust)|(?P<down>drag|sink|tank)|push|send|drive|take|bring|pull)"
+    r"\s+(?:[\w$.'()-]+\s+){0,3}?(?:to|toward|towards)\s+(?:the\s+)?$",
+    re.I,
+)
+# "XRP price explosion to $5 in the cards", "explosive breakout to $5", "a $2 ride", "rally to $15 possible"
+# "cuts 2025 ether price target by 60% to $4,000", "raises its BTC target to $150K": a target is an upside level.
+_CUE_TARGET_TO = re.compile(r"\b(?:price\s+)?(?:target|forecast|prediction)s?\s+(?:by\s+[\d.]+%\s+)?to\s+$", re.I)
+_CUE_NOMINAL = re.compile(
+    r"\b(?:(?P<up>explosion|eruption|rally|surge|pump|run|rocket|moonshot|jump|breakout|spike|climb|rise|rebound"
+    r"|recovery|upswing|liftoff)|(?P<down>crash|drop|fall|decline|slide|plunge|dump|correction|breakdown|dip))"
+    r"\s+(?:to|toward|towards|above|past|beyond|below|under)\s+(?:the\s+)?$",
+    re.I,
+)
+
+
 def _follower_ok(after: str, mentions_after: bool) -> bool:
     stripped = after.lstrip()
-    if not stripped or stripped[0] in "?!.,;:)-'\"":
+    if not stripped or stripped[0] in "?!.,;:()-'\"–—":
         return True
     if mentions_after:
         return True
@@ -409,6 +467,8 @@ def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None
         right = unit[amount.end :]
         if _NOT_A_PRICE.match(right) or _COUNT_AFTER.match(right) or _COUNT_BEFORE.search(left[-60:]):
             continue
+        if re.match(r"\s*(?:\w+\s+)?for\s+the\s+first\s+time\b", right, re.I):
+            continue  # "to surpass the $0.00001 mark for the first time since 2021": it happened
         after_mentions = [m for m in mentions if m.start >= amount.end and m.start - amount.end <= 2]
         if after_mentions and not amount.currency and not re.match(r"\s*(?:price|target|level)", unit[after_mentions[0].end:], re.I):
             continue  # "6 million ETH", "6,000 BTC": a number of coins
@@ -447,8 +507,23 @@ def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None
             neutral = True
         if cue_start is None and _HEADLINE_TO.search(left):
             before = [m for m in mentions if m.end <= amount.start]
-            if before and re.fullmatch(r"\s*to\s*", unit[before[-1].end : amount.start], re.I):
+            if (before and re.fullmatch(r"\s*(?:\([A-Z0-9]+\)\s*)?(?:price\s+)?to\s*", unit[before[-1].end : amount.start], re.I)
+                    and not _MOVED_BY.search(unit[: before[-1].start])):  # not "sending XLM to $0.42"
                 cue_start = before[-1].start
+                neutral = True
+        if cue_start is None and (m := _CUE_TARGET_TO.search(left)):
+            cue_start, direction = m.start(), "above"
+        if cue_start is None and _FORWARD.search(unit):
+            m = _CUE_PUSH.search(left) or _CUE_NOMINAL.search(left)
+            if m:
+                cue_start = m.start()
+                direction = "below" if m.groupdict().get("down") else "above" if m.groupdict().get("up") else None
+                neutral = direction is None
+            elif after_mentions and re.match(r"\s*(?:\([A-Z0-9]+\)\s*)?price\b", unit[after_mentions[0].end :], re.I):
+                cue_start = amount.start  # "$0.001 SHIB price could become reality", "is $300 SOL price within reach?"
+                neutral = True
+            elif any(0 <= amount.start - m.end <= 2 for m in mentions) and re.match(r"\W*(?:\w+\s+)?price\b", right, re.I):
+                cue_start = amount.start  # "XRP $5 eruption price now looks nigh"
                 neutral = True
         if cue_start is None or _PAST_GUARD.search(left[:cue_start]):
             continue
@@ -469,11 +544,18 @@ def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None
                     direction = "above" if ref < amount.value else "below"
                 elif target or _UPSIDE_CUE.search(unit[cue_start : amount.start]):
                     direction = "above"  # a target or an "eyes" with nothing pointing down is an upside target
-        if direction is None:
-            continue
-        asset = _asset_for(mentions, amount, after_mentions)
+        nominal = bool(after_mentions) and not unit[amount.end : after_mentions[0].start].strip() and bool(
+            re.match(r"\s*(?:\([A-Z0-9]+\)\s*)?price\b", unit[after_mentions[0].end :], re.I))
+        asset = _asset_for(mentions, amount, after_mentions if nominal else [])
+        if asset is None and target:  # "$64K target for Bitcoin"
+            asset = next((m.ticker for m in mentions if m.start >= amount.end
+                          and re.fullmatch(r"\s*(?:price\s+)?\w+\s+(?:for|on)\s+", unit[amount.end : m.start], re.I)), None)
         if asset is None:
             continue
+        if direction is None:
+            if not neutral:
+                continue
+            direction = None  # a level with no direction in the words: the asset's reference price decides (derive)
         return Found(
             kind=PRICE, ticker=asset, unit=unit, anchor=(amount.start, amount.end), comparator=direction,
             threshold=amount.value, currency="USD", detail={"written": amount.text, "currency": amount.currency or ""},
@@ -485,10 +567,10 @@ def _asset_for(mentions: list[Mention], amount: Amount, after: list[Mention]) ->
     """The asset a price belongs to: the nearest one named before it, else one named right after it
     ("$76K BTC price target")."""
     before = [m for m in mentions if m.end <= amount.start]
+    if after and (not before or amount.start - before[-1].end > 2):
+        return after[0].ticker  # "... against Ethereum, but is $300 SOL price within reach?"
     if before:
         return before[-1].ticker
-    if after:
-        return after[0].ticker
     return None
 
 
@@ -498,7 +580,10 @@ _ETF_WORD = re.compile(r"\b(?:ETF|ETP|exchange-traded\s+(?:fund|product))s?\b|\b
 _ETF_DECISION = re.compile(
     r"\b(?:to\s+(?:decide|rule|approve|act)|will\s+(?:decide|rule|approve)|decision\s+(?:is\s+)?(?:still\s+)?due"
     r"|decide\s+by|deadline|has\s+until|delays?|delayed|postpones?|postponed|extends?|pushes\s+back"
-    r"|(?:could|may|might|expected\s+to|set\s+to|likely\s+to)\s+approve|approval\s+(?:is\s+)?(?:expected|due))\b",
+    r"|(?:could|may|might|expected\s+to|set\s+to|likely\s+to)\s+approve|approval\s+(?:is\s+)?(?:expected|due)"
+    r"|approval\s+(?:could|may|might|will|is\s+(?:expected|likely)\s+to)\s+come"
+    r"|(?:predict|expect|anticipat|bet|odds|chances?)\w*\s+(?:of\s+|on\s+|for\s+)?(?:an?\s+|the\s+)?(?:SEC\s+)?approval"
+    r"|(?:will|to|could|may|likely\s+to)\s+reject)\b",
     re.I,
 )
 _ETF_FEATURE = re.compile(r"\b(?:options?|staking|in-kind|redemptions?|creations?|amendments?)\b", re.I)
@@ -610,6 +695,50 @@ def find_listing(unit: str, mentions: list[Mention]) -> Found | None:
     )
 
 
+# --- token unlocks ------------------------------------------------------------------------------------------
+
+# "Sui to unlock $250M of SUI on February 1", "Ripple set to unlock 1 billion XRP on Jan. 1", "Cardano will
+# release 18.53 million ADA tokens on December 4", "Aptos token unlock scheduled for June 12".
+_UNLOCK_VERB = re.compile(
+    r"\b(?:to|will|set\s+to|scheduled\s+to|plans?\s+to|is\s+set\s+to|is\s+due\s+to|prepares?\s+to|poised\s+to"
+    r"|expected\s+to|are\s+set\s+to)\s+(?P<verb>unlock|release)\b",
+    re.I,
+)
+_UNLOCK_NOUN = re.compile(
+    r"\b(?:token\s+)?unlocks?\b(?=[^.;]{0,30}?\b(?:set|scheduled|due|slated|looms?|coming|on\s+[A-Z0-9]|by\s+[A-Z0-9]"
+    r"|next\s+week|this\s+week))"
+    r"|\b(?:upcoming|scheduled|next|set\s+for)\s+(?:\$?[\w.,]+\s+){0,3}?(?:token\s+)?unlocks?\b",
+    re.I,
+)
+_PAST_UNLOCK = re.compile(r"\bunlocked\b|\b(?:completed|finished|concluded)\b", re.I)
+
+
+def find_unlock(unit: str, mentions: list[Mention]) -> Found | None:
+    """A scheduled unlock of one token (a date is required later)."""
+    if _PAST_UNLOCK.search(unit):
+        return None
+    trig = _UNLOCK_VERB.search(unit) or _UNLOCK_NOUN.search(unit)
+    if not trig:
+        return None
+    if trig.re is _UNLOCK_VERB and trig.group("verb").lower() == "release" and not re.match(
+            r"\s*(?:\$?[\d.,]+\s*(?:[kmb]|million|billion)?\s+(?:worth\s+of\s+)?(?:\w+\s+){0,2}?tokens?|(?:\w+\s+){0,3}tokens?)",
+            unit[trig.end() :], re.I):
+        return None  # "release a phone", "release its roadmap": not tokens
+    tickers = {m.ticker for m in mentions if m.ticker not in ("USDT", "USDC")}
+    if len(tickers) != 1:
+        return None  # "Cardano, Jito and Aptos set for $600M unlock": which question?
+    ticker = next(iter(tickers))
+    amount = _unlock_amount(unit[trig.end() : trig.end() + 60], ticker)
+    return Found(kind=UNLOCK, ticker=ticker, unit=unit, anchor=(trig.start(), trig.end()), subject=amount)
+
+
+def _unlock_amount(text: str, ticker: str) -> str | None:
+    """ "1 billion XRP", "11.16 million SOL": the unlocked amount in tokens, when the sentence says."""
+    m = re.match(rf"\s*(?:of\s+)?(?:over\s+|about\s+|nearly\s+|around\s+)?(?P<n>[\d.,]+\s*(?i:million|billion|[MB])?)\s+"
+                 rf"(?:{re.escape(ticker)}\b|\$?{re.escape(ticker)}\s+tokens?)", text)
+    return f"{m.group('n').strip().lower()} {ticker}" if m else None
+
+
 # --- upgrades and launches ---------------------------------------------------------------------------------
 
 _TRIGGER = re.compile(
@@ -679,10 +808,31 @@ def _name_before(unit: str, at: int, mentions: list[Mention]) -> str | None:
     return " ".join(name)
 
 
+_LAUNCH_OF = re.compile(
+    r"\b(?:launch|rollout|roll-out|release|activation|debut)\s+of\s+(?:the\s+)?"
+    r"(?P<name>[A-Z][\w.-]*(?:\s+(?:[A-Z][\w.-]*|v?\d[\w.]*)){0,3})"
+)
+
+
 def find_upgrade(
     unit: str, mentions: list[Mention], published_at: datetime, title_name: str | None, fallback: str | None
 ) -> Found | None:
     """A named upgrade, hard fork, product or mainnet launch with a date ahead (the date is checked later)."""
+    of = _LAUNCH_OF.search(unit)
+    # the name ends the noun phrase ("launch of Polkadot 2.0 set for Q1"), it does not qualify one ("launch of
+    # the US's first HBAR Trust", "launch of Solana ETFs")
+    ends = of is not None and re.match(r"\s*(?:$|[,.;:()-]|(?:set|slated|scheduled|planned|expected|due|is|will|in|on|by"
+                                       r"|for|next|this|later|early|mid|late|before|as|and|could|may|would)\b)",
+                                       unit[of.end() :])
+    if of and ends and not _PAST_LAUNCH.match(unit[of.end() :]) and not re.search(r"\b(?:testnet|devnet)\b", of.group("name"), re.I):
+        name = of.group("name")
+        inside = [m for m in mentions if of.start("name") <= m.start < of.end("name")]
+        before = [m for m in mentions if m.end <= of.start()]
+        owner = inside[0] if inside else (before[-1] if before else None)
+        # the asset's own name alone is its mainnet ("launch of Ethereum"): left to the mainnet rule below
+        if owner is not None and not (inside and unit[inside[0].start : inside[0].end] == name):
+            return Found(kind=UPGRADE, ticker=owner.ticker, unit=unit, anchor=(of.start(), of.end()), subject=name,
+                         detail={"form": "product"})
     launch = _LAUNCH_VERB.search(unit)
     if launch:
         name, end = launch.group("name"), launch.end("name")
@@ -695,6 +845,7 @@ def find_upgrade(
                 kind=UPGRADE, ticker=before[-1].ticker, unit=unit, anchor=(launch.start(), end),
                 subject=name, detail={"form": "product"},
             )
+    bare_mainnet: Found | None = None  # "May 7 mainnet deployment of Pectra upgrade": the named upgrade wins
     for trig in _TRIGGER.finditer(unit):
         if (trig.group("net") or "").lower() in ("testnet", "devnet"):
             continue
@@ -721,11 +872,15 @@ def find_upgrade(
             asset = fallback if not mentions else None
         if asset is None:
             continue
-        return Found(
+        found = Found(
             kind=UPGRADE, ticker=asset, unit=unit, anchor=(trig.start(), trig.end()), subject=name,
             detail={"form": form, "noun": "hard fork" if "fork" in noun else "upgrade"},
         )
-    return None
+        if form == "mainnet" and not name:
+            bare_mainnet = bare_mainnet or found
+            continue
+        return found
+    return bare_mainnet
 
 
 def is_noun_phrase(name: str) -> bool:
@@ -808,6 +963,16 @@ def write(found: Found, when: datetime, name: str, source_name: str, title: str,
             f"{exchange} announcement or its live markets; otherwise No."
         )
         source = f"Official {exchange} announcements and markets"
+    elif found.kind == UNLOCK:
+        tokens = found.subject or f"{label} tokens"
+        q = f"Will the scheduled unlock of {tokens} take place by {day}?"
+        level = f"The article cites {day} for an unlock of {tokens}."
+        criteria = (
+            f"Resolves Yes if the scheduled unlock of {tokens} takes place by {deadline}, as shown by the token's "
+            f"vesting contract on-chain or a token-unlock tracker such as Tokenomist; otherwise No, including when the "
+            f"unlock is postponed."
+        )
+        source = f"{name} vesting contracts on-chain; token-unlock trackers (Tokenomist)"
     else:
         subject = found.subject or ""
         form = found.detail.get("form", "upgrade")
