@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from datetime import date
 from pathlib import Path
 
 import feedparser
@@ -127,10 +128,12 @@ def test_registry_rows_load_into_the_warehouse_table(tmp_path: Path) -> None:
     con = connect(tmp_path / "w.duckdb")
     rows = [a.row() for a in load_registry()]
     con.executemany(
-        "INSERT INTO crypto_assets VALUES ($symbol, $name, $aliases, $kind, $ambiguous, $former_symbols)", rows
+        "INSERT INTO crypto_assets VALUES ($symbol, $name, $aliases, $kind, $ambiguous, $former_symbols, $since, "
+        "$renamed)", rows
     )
-    got = con.execute("SELECT aliases, former_symbols FROM crypto_assets WHERE symbol = 'POL'").fetchall()
-    assert got == [(["Polygon PoS", "Polygon network", "Polygon Ecosystem Token"], ["MATIC"])]
+    got = con.execute("SELECT aliases, former_symbols, since, renamed FROM crypto_assets WHERE symbol = 'POL'").fetchall()
+    assert got == [(["Polygon PoS", "Polygon network", "Polygon Ecosystem Token"], ["MATIC"], date(2019, 4, 26),
+                    date(2024, 9, 4))]
     assert con.execute("SELECT count(*) FROM crypto_assets").fetchall() == [(len(rows),)]
     con.close()
 
@@ -286,3 +289,31 @@ def test_cli_tag_without_a_headline_is_a_clear_error() -> None:
     result = CliRunner().invoke(app, ["tag"], input="\n\n")
     assert result.exit_code == 1
     assert "no headline given" in result.output
+
+
+@pytest.mark.parametrize(
+    ("headline", "day", "symbols"),
+    [
+        ("Uniswap goes live on Polygon", date(2021, 12, 22), ["MATIC", "UNI"]),
+        ("Uniswap goes live on Polygon", date(2025, 3, 1), ["POL", "UNI"]),
+        ("Layer by Layer: Fantom, Tezos and Polkadot", date(2021, 9, 10), ["FTM", "XTZ", "DOT"]),
+        ("Sonic (formerly Fantom) doubles its TVL", date(2025, 6, 1), ["S"]),
+        ("Binance integrates Ethereum Layer 2 network Arbitrum One", date(2021, 11, 19), ["ETH"]),
+        ("Binance integrates Ethereum Layer 2 network Arbitrum One", date(2024, 1, 5), ["ETH", "ARB"]),
+        ("Render Network raises $30 million in token round", date(2021, 12, 21), ["RNDR"]),
+    ],
+)
+def test_tickers_are_the_symbols_of_the_day(headline: str, day: date, symbols: list[str]) -> None:
+    from models.tagging import get_tagger
+
+    assert sorted(get_tagger().tag(headline, "", day).symbols) == sorted(symbols)
+    assert get_tagger().tag(headline, "").symbols == get_tagger().tag(headline, "", date(2026, 11, 25)).symbols
+
+
+def test_registry_dates_are_checked() -> None:
+    from models.tagging.registry import RegistryError, parse_registry
+
+    with pytest.raises(RegistryError, match="since.*must be a date"):
+        parse_registry("assets:\n  - {symbol: ABC, name: Abc, kind: coin, since: soon}\n")
+    with pytest.raises(RegistryError, match="renamed.*needs .former_symbols"):
+        parse_registry("assets:\n  - {symbol: ABC, name: Abc, kind: coin, renamed: 2024-01-01}\n")

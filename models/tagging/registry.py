@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import date, datetime
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,19 @@ class Asset:
     former_symbols: tuple[str, ...]
     # Names or aliases that are also ordinary words ("Near", "Flow"): they need a crypto word next to them.
     weak: tuple[str, ...] = ()
+    since: date | None = None  # first day it traded (under any symbol); before it, no article names the asset
+    renamed: date | None = None  # the day `symbol` replaced `former_symbols[0]` (MATIC -> POL on 2024-09-04)
+
+    def symbol_on(self, day: date | datetime | None) -> str | None:
+        """The symbol the asset had on ``day`` (the current one when no day is given); None before it traded."""
+        if day is None:
+            return self.symbol
+        day = day.date() if isinstance(day, datetime) else day
+        if self.renamed and day < self.renamed and self.former_symbols:
+            return self.former_symbols[0]
+        if self.since and day < self.since:
+            return None
+        return self.symbol
 
     def names(self) -> tuple[str, ...]:
         """The name followed by every alias."""
@@ -43,6 +57,8 @@ class Asset:
             "kind": self.kind,
             "ambiguous": self.ambiguous,
             "former_symbols": list(self.former_symbols),
+            "since": self.since,
+            "renamed": self.renamed,
         }
 
 
@@ -66,7 +82,8 @@ def _strings(entry: dict[str, Any], key: str, where: str) -> tuple[str, ...]:
 def _asset(entry: Any, where: str) -> Asset:
     if not isinstance(entry, dict):
         raise RegistryError(f"{where}: each asset must be a mapping with symbol, name, kind, got {entry!r}")
-    unknown = set(entry) - {"symbol", "name", "aliases", "kind", "ambiguous", "weak", "former_symbols"}
+    unknown = set(entry) - {"symbol", "name", "aliases", "kind", "ambiguous", "weak", "former_symbols", "since",
+                            "renamed"}
     if unknown:
         raise RegistryError(f"{where}: unknown field(s) {sorted(unknown)}")
     symbol = str(entry.get("symbol", "")).strip()
@@ -92,7 +109,20 @@ def _asset(entry: Any, where: str) -> Asset:
     for old in former:
         if not _SYMBOL.match(old):
             raise RegistryError(f"{where}: former symbol {old!r} must be upper-case letters or digits")
-    return Asset(symbol, name, aliases, kind, ambiguous, former, weak)
+    since, renamed = _date(entry, "since", where), _date(entry, "renamed", where)
+    if renamed and not former:
+        raise RegistryError(f"{where}: `renamed` needs `former_symbols` (the symbol used before that day)")
+    return Asset(symbol, name, aliases, kind, ambiguous, former, weak, since, renamed)
+
+
+def _date(entry: dict[str, Any], key: str, where: str) -> date | None:
+    value = entry.get(key)
+    if value is None or isinstance(value, date):
+        return value
+    try:
+        return date.fromisoformat(str(value))
+    except ValueError:
+        raise RegistryError(f"{where}: `{key}` must be a date YYYY-MM-DD, got {value!r}") from None
 
 
 def parse_registry(text: str, source: str = "registry.yaml") -> tuple[list[Asset], list[Company]]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import date, datetime
 from functools import lru_cache
 from pathlib import Path
 
@@ -53,6 +54,8 @@ class Tagger:
         self.index = TickerIndex(assets)
         self.topics = load_taxonomy(taxonomy_path)
         kind_of = {a.symbol: a.kind for a in assets}
+        self._assets = {a.symbol: a for a in assets}
+        self._names = {sym: a.name for a in assets for sym in (a.symbol, *a.former_symbols)}
         unknown = sorted({s for t in self.topics for s in t.assets} - set(kind_of))
         if unknown:
             raise ValueError(f"{taxonomy_path}: topics name assets missing from the registry: {unknown}")
@@ -68,7 +71,24 @@ class Tagger:
             digest.update(path.read_bytes())
         return digest.hexdigest()[:16]
 
-    def tag(self, title: str, summary: str | None = "") -> Tags:
+    def tag(self, title: str, summary: str | None = "", published_at: date | datetime | None = None) -> Tags:
+        """Tickers and topics of a headline (and summary). With ``published_at``, tickers are the symbols of
+        that day: a renamed asset gets its former symbol, an asset that did not trade yet none."""
+        tags = self._tag(title, summary)
+        if published_at is None or not tags.tickers:
+            return tags
+        hits = []
+        for hit in tags.tickers:
+            symbol = self._assets[hit.symbol].symbol_on(published_at) if hit.symbol in self._assets else hit.symbol
+            if symbol is not None:
+                hits.append(hit if symbol == hit.symbol else replace(hit, symbol=symbol))
+        return replace(tags, tickers=hits)
+
+    def name_of(self, symbol: str) -> str:
+        """The asset's name for a current or former symbol ("MATIC" -> "Polygon"); the symbol when unknown."""
+        return self._names.get(symbol, symbol)
+
+    def _tag(self, title: str, summary: str | None) -> Tags:
         title = clean(title or "")
         title_toks = tokenize(title)
         summary = clean(summary) if summary else ""

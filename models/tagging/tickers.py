@@ -223,6 +223,8 @@ def _price_near(toks: Tokens, i: int) -> bool:
 def _weak_name_ok(toks: Tokens, start: int, stop: int, covered: set[int]) -> bool:
     lows, kinds, seps = toks.lows, toks.kinds, toks.seps
     n = len(lows)
+    if toks.words[start][:1].islower():
+        return False  # "wallet maker", "near record highs": a name is capitalised, a word is not
     if stop < n:
         nxt = lows[stop]
         if nxt in NOUNS_AFTER:

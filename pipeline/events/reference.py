@@ -2,8 +2,10 @@
 
 Derivation checks every question against it, whatever the wording: a price level must lie within
 ``PRICE_BAND`` of the asset's reference price at publication, and an asset that has traded for more than
-``LIVE_FOR`` has no mainnet launch ahead of it. The table ships as ``data/asset_reference.csv`` (see the
-README there); prices fetched later (the ``asset_reference_prices`` asset) are added with ``with_prices``.
+``LIVE_FOR`` has no mainnet launch ahead of it. Prices and CoinGecko ids ship as ``data/asset_reference.csv``
+(see the README there); start dates come from the asset registry (``since`` in models/tagging/registry.yaml),
+which the tagger reads too; prices fetched later (the ``asset_reference_prices`` asset) are added with
+``with_prices``.
 """
 
 from __future__ import annotations
@@ -37,21 +39,24 @@ class Reference:
         self._facts = facts
 
     @classmethod
-    def load(cls, path: Path = REFERENCE_PATH) -> Reference:
-        facts: dict[str, AssetFacts] = {}
+    def load(cls, path: Path = REFERENCE_PATH, registry: Path | None = None) -> Reference:
+        from models.tagging import load_registry
+
+        facts: dict[str, AssetFacts] = {
+            a.symbol: AssetFacts(a.symbol, trading_since=a.since) for a in load_registry(registry) if a.since
+        }
         with path.open(encoding="utf-8", newline="") as f:
             for n, row in enumerate(csv.DictReader(f), 2):
                 try:
                     ticker, what = row["ticker"].strip().upper(), row["field"].strip()
                     item = facts.setdefault(ticker, AssetFacts(ticker))
-                    if what == "trading_since":
-                        item.trading_since = date.fromisoformat(row["date"])
-                    elif what == "price_usd":
+                    if what == "price_usd":
                         item.prices.append((date.fromisoformat(row["date"]), float(row["value"])))
                     elif what == "coingecko_id":
                         item.coingecko_id = row["value"].strip()
                     else:
-                        raise ValueError(f"unknown field {what!r} (trading_since, price_usd or coingecko_id)")
+                        raise ValueError(f"unknown field {what!r} (price_usd or coingecko_id; start dates are the "
+                                         "registry's `since`)")
                 except (KeyError, TypeError, ValueError) as exc:
                     raise ValueError(f"{path}:{n}: bad reference row ({exc}); see {path.parent / 'README.md'}") from exc
         for item in facts.values():
