@@ -102,6 +102,17 @@ PageInfo = GraphQLObjectType(
     },
 )
 
+TickerSentiment = GraphQLObjectType(
+    "TickerSentiment",
+    {
+        "ticker": GraphQLField(_nn(GraphQLString)),
+        "label": GraphQLField(GraphQLString, description="`Positive`, `Negative` or `Neutral`, for this asset."),
+        "score": GraphQLField(GraphQLFloat, description="P(positive) - P(negative) for this asset, in [-1, 1]."),
+    },
+    description="The sentiment of an article for one of the assets it names: \"BTC rallies as ETH slides\" is "
+                "positive for BTC and negative for ETH.",
+)
+
 News = GraphQLObjectType(
     "News",
     {
@@ -111,6 +122,11 @@ News = GraphQLObjectType(
         "sentiment": GraphQLField(GraphQLString, description="`Positive`, `Negative` or `Neutral`; null if not scored yet."),
         "sentimentScore": GraphQLField(GraphQLFloat, description="P(positive) - P(negative), in [-1, 1]."),
         "tickers": GraphQLField(_strings()),
+        "tickerSentiments": GraphQLField(
+            _nn(GraphQLList(_nn(TickerSentiment))),
+            description="Each ticker's own sentiment, in the order of `tickers` (an article naming one asset gives it "
+                        "the article's sentiment).",
+        ),
         "topics": GraphQLField(_strings()),
         "sourceName": GraphQLField(_nn(GraphQLString)),
         "newsUrl": GraphQLField(GraphQLString),

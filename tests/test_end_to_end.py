@@ -26,7 +26,7 @@ runner = CliRunner()
 NEWS = """query CryptoNews($after: String, $first: Int) {
   cryptoNews(after: $after, first: $first) {
     pageInfo { hasNextPage endCursor hasPreviousPage startCursor }
-    edges { cursor node { title text sentiment tickers topics sourceName newsUrl } }
+    edges { cursor node { title text sentiment tickers tickerSentiments { ticker label score } topics sourceName newsUrl } }
   }
 }"""
 EVENTS = """query PredictionEvents($after: String, $first: Int) {
@@ -100,6 +100,13 @@ def test_feeds_to_api_and_new_items_at_the_head(data_home: Path, tmp_path: Path,
             assert pdf.content.startswith(b"%PDF-") and pdf.headers["X-CU-Cost"] == "20000"
 
             # New items arrive in one feed; the schedule's job runs again.
+            for e in page1["edges"] + page2["edges"]:  # every ticker has its own sentiment, in the order of tickers
+                node = e["node"]
+                assert [t["ticker"] for t in node["tickerSentiments"]] == node["tickers"], node
+                assert all(t["label"] in ("Positive", "Negative", "Neutral") and -1 <= t["score"] <= 1
+                           for t in node["tickerSentiments"])
+                if len(node["tickers"]) == 1:
+                    assert node["tickerSentiments"][0]["label"] == node["sentiment"]
             extra += [
                 ("Bitcoin climbs past $120,000 as ETF inflows hit a record", now - timedelta(minutes=3)),
                 ("Ethereum developers set the date for the next upgrade", now - timedelta(minutes=2)),

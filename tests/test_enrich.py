@@ -95,7 +95,7 @@ def test_enrichment_is_one_transaction(tmp_path: Path, model) -> None:
     class Broken:
         version = "broken"
 
-        def tag(self, title: str, summary: str = ""):
+        def tag(self, title: str, summary: str = "", published_at=None):
             raise RuntimeError("tagger crashed")
 
     con = db.connect(tmp_path / "w.duckdb")
@@ -148,4 +148,40 @@ def test_migration_backfills_date_inferred_on_an_existing_warehouse(tmp_path: Pa
     old.close()
     con = db.connect(path)
     assert con.execute("SELECT id, date_inferred FROM articles ORDER BY id").fetchall() == [("a1", True), ("a2", False)]
+    con.close()
+
+
+def test_each_ticker_gets_its_own_sentiment_and_keeps_it_until_rescored(tmp_path: Path, model, tagger) -> None:
+    from models.sentiment import article_text
+
+    con = db.connect(tmp_path / "w.duckdb")
+    _raw(con, [("a1", "Bitcoin soars to record high as ETF inflows surge", ""),
+               ("a2", "Bitcoin rallies to a record while Ether slides after a bridge hack", "")])
+    report = enrich_articles(con, model, article_text, tagger)
+    rows = con.execute("SELECT article_id, ticker, sentiment, sentiment_score FROM article_tickers "
+                       "ORDER BY article_id, ticker").fetchall()
+    assert [(r[0], r[1]) for r in rows] == [("a1", "BTC"), ("a2", "BTC"), ("a2", "ETH")]
+    assert all(r[2] in ("positive", "neutral", "negative") and -1 <= r[3] <= 1 for r in rows)
+    # one asset: the article's own sentiment; several: the model asked about each, not the headline's copy
+    assert rows[0][2:] == tuple(con.execute("SELECT sentiment, sentiment_score FROM articles WHERE id = 'a1'").fetchone())
+    asked = model.predict(["Ethereum: Bitcoin rallies to a record while Ether slides after a bridge hack"])[0]
+    assert rows[2][2:] == (asked.label, asked.score)
+    assert report.tickers_scored == 3
+    assert enrich_articles(con, model, article_text, tagger).tickers_scored == 0
+    # a new model re-scores the articles and so their tickers
+    assert enrich_articles(con, Relabelled(model, "next-version"), article_text, tagger).tickers_scored == 3
+    con.close()
+
+
+def test_tickers_are_the_symbols_of_the_article_s_day(tmp_path: Path, model, tagger) -> None:
+    from models.sentiment import article_text
+
+    con = db.connect(tmp_path / "w.duckdb")
+    _raw(con, [("old", "Polygon and Arbitrum One Join Forces on Bridge Security", ""),
+               ("new", "Polygon and Arbitrum One Join Forces on Bridge Security Again", "")])
+    con.execute("UPDATE raw_articles SET published_at = TIMESTAMP '2021-11-19 09:00:00' WHERE id = 'old'")
+    enrich_articles(con, model, article_text, tagger)
+    tickers = dict(con.execute("SELECT id, tickers FROM articles").fetchall())
+    assert tickers["old"] == ["MATIC"]  # 2021: Polygon's token was MATIC, and ARB did not trade yet
+    assert sorted(tickers["new"]) == ["ARB", "POL"]
     con.close()

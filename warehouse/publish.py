@@ -56,8 +56,18 @@ SELECT
     coalesce(topics, []::VARCHAR[]) AS topics,
     source_name,
     url AS news_url,
-    image_url
+    image_url,
+    coalesce(ts.ticker_sentiments, []) AS ticker_sentiments
 FROM articles
+LEFT JOIN (
+    -- each ticker's own sentiment, in the order of `tickers` (most salient first)
+    SELECT article_id, list(struct_pack(ticker := t.ticker, label := CASE lower(t.sentiment) WHEN 'positive' THEN 'Positive'
+                                        WHEN 'negative' THEN 'Negative' WHEN 'neutral' THEN 'Neutral' END,
+                                        score := t.sentiment_score)
+                ORDER BY list_position(a.tickers, t.ticker)) AS ticker_sentiments
+    FROM article_tickers t JOIN articles a ON a.id = t.article_id
+    WHERE t.sentiment IS NOT NULL GROUP BY article_id
+) ts ON ts.article_id = articles.id
 ORDER BY pos
 """
 

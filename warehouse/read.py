@@ -252,6 +252,13 @@ class SnapshotReader:
         ).fetchall()[0][0]
         self._withdrawn = "withdrawn_reason" if has else "NULL::VARCHAR"
         self._event_columns = f'{EVENT_COLUMNS}, {self._withdrawn} AS "withdrawnReason"'
+        # ... and those published before tickers had their own sentiment have no ticker_sentiments.
+        has = con.execute(
+            "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'news' AND column_name = 'ticker_sentiments' "
+            "AND database_name = current_database()"
+        ).fetchall()[0][0]
+        self._news_columns = NEWS_COLUMNS + (', ticker_sentiments AS "tickerSentiments"' if has
+                                             else ', []::STRUCT(ticker VARCHAR, label VARCHAR, score DOUBLE)[] AS "tickerSentiments"')
 
     @classmethod
     def info(cls, con: duckdb.DuckDBPyConnection) -> tuple[str, int, int]:
@@ -385,7 +392,7 @@ class SnapshotReader:
             pattern = f"%{_escape_like(filters.search)}%"
             params += [pattern, pattern]
         page = self._page(
-            "news", NEWS_COLUMNS, [], req, lo, hi, flo, fhi, " AND ".join(where), params, need_next, need_previous
+            "news", self._news_columns, [], req, lo, hi, flo, fhi, " AND ".join(where), params, need_next, need_previous
         )
         for row in page.rows:  # formatted once per page (pages are cached), not once per request
             at = row["date"]

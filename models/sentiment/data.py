@@ -20,6 +20,16 @@ class Example:
     text: str
     label: str
     id: str = ""
+    votes: tuple[str, ...] = ()  # the readers' labels, when several read it (soft labels for training)
+
+    def soft(self) -> list[float]:
+        """The share of votes per label (the label alone when there are no votes)."""
+        votes = self.votes or (self.label,)
+        return [sum(v == label for v in votes) / len(votes) for label in LABELS]
+
+
+NEWS_DEV = Path(__file__).resolve().parents[1] / "eval" / "sentiment_news_dev.csv"
+NEWS_TEST = Path(__file__).resolve().parents[1] / "eval" / "sentiment_news_test.csv"
 
 
 def shared_sentiment_dir() -> Path:
@@ -48,7 +58,10 @@ def read_labelled_csv(path: str | Path) -> list[Example]:
                 raise ValueError(
                     f"{path}:{line}: label {row['label']!r} is not one of {', '.join(LABELS)}"
                 )
-            rows.append(Example(text=row["text"] or "", label=label, id=(row.get("id") or str(line))))
+            votes = tuple(v for v in (row.get("votes") or "").split("|") if v)
+            if any(v not in LABELS for v in votes):
+                raise ValueError(f"{path}:{line}: votes {row['votes']!r} are not all among {', '.join(LABELS)}")
+            rows.append(Example(text=row["text"] or "", label=label, id=(row.get("id") or str(line)), votes=votes))
     if not rows:
         raise ValueError(f"{path}: no rows")
     return rows
@@ -72,3 +85,36 @@ def split_cryptolin(rows: list[Example], fraction: float = VALID_FRACTION) -> tu
 def cryptolin_splits(path: str | Path) -> tuple[list[Example], list[Example]]:
     """(train, valid) of CryptoLin's train.csv at ``path`` (the commands default to ``shared_sentiment_dir()``)."""
     return split_cryptolin(read_labelled_csv(path))
+
+
+def asset_text(name: str, text: str) -> str:
+    """The model input asking about one asset of a text ("Ethereum: BTC rallies as ETH slides")."""
+    return f"{name}: {text}"
+
+
+def per_asset_examples(news: list[Example], seed: int = 0) -> list[Example]:
+    """Training rows for per-asset sentiment, built from headlines that name one asset only: each such
+    headline asked about its asset, and pairs of them joined ("<h1>; <h2>") asked about each asset in turn,
+    with that headline's label and votes. No multi-asset headline is used, so all of them stay for measuring."""
+    import random
+
+    from models.tagging import get_tagger, load_registry
+
+    tag, names = get_tagger().tag, {a.symbol: a.name for a in load_registry()}
+    single = []
+    for e in news:
+        tickers = [t for t in tag(e.text, "").symbols if t in names]
+        if len(tickers) == 1:
+            single.append((names[tickers[0]], e))
+    rows = [Example(asset_text(name, e.text), e.label, f"asset:{e.id}", e.votes) for name, e in single]
+    rng = random.Random(seed)
+    shuffled = single[:]
+    rng.shuffle(shuffled)
+    for (n1, e1), (n2, e2) in zip(shuffled[0::2], shuffled[1::2], strict=False):
+        if n1 == n2:
+            continue
+        joined = f"{e1.text.rstrip('.')}; {e2.text}"
+        rows.append(Example(asset_text(n1, joined), e1.label, f"pair:{e1.id}:{e2.id}", e1.votes))
+        rows.append(Example(asset_text(n2, joined), e2.label, f"pair:{e2.id}:{e1.id}", e2.votes))
+    return rows
+

@@ -34,3 +34,22 @@ def classification_report(truth: Sequence[str], predicted: Sequence[str]) -> dic
         "labels": list(LABELS),
         "confusion": confusion,
     }
+
+
+def fleiss_kappa(votes: Sequence[Sequence[str]], categories: Sequence[str] = LABELS) -> float:
+    """Fleiss' kappa of items that each got the same number of votes (e.g. three readers per headline)."""
+    if not votes:
+        return 0.0
+    k = len(votes[0])
+    if k < 2 or any(len(v) != k for v in votes):
+        raise ValueError("every item needs the same number (>= 2) of votes")
+    totals = dict.fromkeys(categories, 0)
+    agreement = 0.0
+    for item in votes:
+        counts = [sum(1 for v in item if v == c) for c in categories]
+        for c, n in zip(categories, counts, strict=True):
+            totals[c] += n
+        agreement += sum(n * (n - 1) for n in counts) / (k * (k - 1))
+    p_bar = agreement / len(votes)
+    p_e = sum((n / (len(votes) * k)) ** 2 for n in totals.values())
+    return (p_bar - p_e) / (1 - p_e) if p_e < 1 else 1.0

@@ -55,6 +55,7 @@ def articles(context: dg.AssetExecutionContext, warehouse: WarehouseResource) ->
             "new_or_changed": report.synced,
             "scored": report.scored,
             "tagged": report.tagged,
+            "tickers_scored": report.tickers_scored,
             "model_version": report.model_version,
             "tagger_version": report.tagger_version,
             "rows": sum(n for _, n in rows),

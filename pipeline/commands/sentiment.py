@@ -11,8 +11,8 @@ sentiment_app = typer.Typer(help="The sentiment model: evaluate the shipped weig
 
 @sentiment_app.command("eval")
 def eval_command(
-    data: Path = typer.Option(..., "--data", help="CSV with a header and `text,label` columns "
-                              "(labels: negative, neutral, positive)."),
+    data: Path = typer.Option(None, "--data", help="CSV with a header and `text,label` columns "
+                              "(labels: negative, neutral, positive). Without it: the full report (below)."),
     json_output: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
     baselines: bool = typer.Option(True, "--baselines/--no-baselines",
                                    help="Also measure VADER and a logistic-regression head on frozen embeddings "
@@ -21,15 +21,33 @@ def eval_command(
                                  "validation split; use with the CryptoLin CSV."),
     cryptolin: Path = typer.Option(None, "--cryptolin", help="CryptoLin's train.csv, the model's training data "
                                    "(default: ../shared/data/sentiment/cryptolin/train.csv beside the checkout)."),
+    previous: str = typer.Option("77a8940", "--previous", help="Git revision of the previous model's weights, "
+                                 "compared in the full report."),
 ) -> None:
-    """Evaluate the shipped sentiment model on a labelled CSV: accuracy, macro-F1, per-class precision and
-    recall, confusion matrix, throughput, and the two baselines measured in the same run."""
+    """Evaluate the shipped sentiment model. With --data: one labelled CSV (accuracy, macro-F1, per-class
+    figures, confusion matrix, throughput, two baselines). Without: the full report, in one run: the news
+    corpus's test part, CryptoLin's held-out split and today's feed headlines for the shipped model, the previous
+    model and the baselines; per-asset sentiment on the multi-asset headlines; tickers on the labelled sets."""
     from models.sentiment import ModelLoadError
     from models.sentiment.data import shared_sentiment_dir
     from models.sentiment.evaluate import evaluate, format_report
     from pipeline.commands.output import emit_json, fail
     from warehouse.config import get_settings
 
+    if data is None:
+        from models.sentiment.report import format_full, full_report
+
+        try:
+            report = full_report(cryptolin or shared_sentiment_dir() / "cryptolin" / "train.csv",
+                                 cache_dir=get_settings().models_dir, previous=previous, baselines=baselines)
+        except (FileNotFoundError, ValueError, ModelLoadError) as exc:
+            fail(str(exc))
+            return
+        if json_output:
+            emit_json(report)
+        else:
+            typer.echo(format_full(report))
+        return
     try:
         result = evaluate(data, baselines=baselines, holdout=holdout, cache_dir=get_settings().models_dir,
                           cryptolin=cryptolin or shared_sentiment_dir() / "cryptolin" / "train.csv")
