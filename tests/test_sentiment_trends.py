@@ -346,3 +346,12 @@ def test_snapshot_carries_the_sentiment_table(home: Path) -> None:
     finally:
         con.close()
     assert grains["hour"] == grains["day"] > 0
+
+
+def test_overview_chart_reads_the_daily_buckets(server: ApiServer, home: Path) -> None:
+    """GET /: the legend counts dated articles only (the 10 undated SOL items after the anchor are not SOL's)."""
+    page = httpx.get(server.url("/"), timeout=30).text
+    start = "2024-11-11"  # 30 days up to the newest item's day (an undated one, 2024-12-10)
+    for ticker in ("BTC", "SOL"):
+        n = _sql_counts(home, ticker, start, "2024-12-11")[0]
+        assert f">{ticker} ({n} mentions)<" in page
