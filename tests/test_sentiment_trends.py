@@ -232,6 +232,8 @@ def test_default_range_ends_at_the_newest_dated_article(server: ApiServer) -> No
     ({"t": "BTC", "i": "HOUR", "since": "2024-01-01", "until": "2024-12-01"}, "at most 744 buckets"),
     ({"t": "BTC", "i": "DAY", "since": "2010-01-01", "until": "2024-12-01"}, "or interval WEEK"),
     ({"t": "BTC", "i": "HOUR", "since": "2024-01-01"}, "at most 744 buckets"),  # until: the newest article
+    ({"t": "BTC", "i": "WEEK", "since": "9999-12-01", "until": "9999-12-31"}, "between the years"),
+    ({"t": "BTC", "i": "WEEK", "until": "0001-01-02"}, "between the years"),  # 26 weeks before it
     ({"t": "", "i": "DAY"}, "`ticker` must be a symbol"),
     ({"t": "BTC; DROP", "i": "DAY"}, "`ticker` must be a symbol"),
 ])

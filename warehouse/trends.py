@@ -58,6 +58,13 @@ class SentimentRequest:
 def resolve_range(req: SentimentRequest, anchor: datetime | None) -> tuple[datetime, datetime] | None:
     """``[first bucket start, last bucket end)``; missing ``until`` is the anchor (the newest dated article),
     missing ``since`` the default number of buckets before it. None when there is nothing to anchor to."""
+    try:
+        return _resolve_range(req, anchor)
+    except OverflowError:  # e.g. until 9999-12-31: its bucket ends past the last representable time
+        raise RangeError("`since` and `until` must be dates between the years 2 and 9998") from None
+
+
+def _resolve_range(req: SentimentRequest, anchor: datetime | None) -> tuple[datetime, datetime] | None:
     step = INTERVALS[req.interval]
     if req.since is not None and req.until is not None and req.since.at >= req.until.upper_exclusive():
         raise RangeError(
