@@ -7,13 +7,17 @@ In the spirit of GitHub's GraphQL cost: what a request may return, not what it h
          + sum over connection fields (`cryptoNews`, `predictionEvents`) of the nodes requested:
                (`first` or `last`, default 10) x the nodes requested by the enclosing connections (nesting)
          + 1 per list field (`newsSources`, `newsTopics`, `tickers`) and per `__schema` / `__type`
+         + for `assetSentiment`, the buckets its range may hold (``warehouse.trends.max_buckets``: the range's own
+               count with `since` and `until`, the interval's limit with `since` alone, else its default count)
+         + for `trendingTickers` / `trendingTopics`, their `first` (default 10), as for a connection
 
 Examples: ``cryptoNews(first: 10)`` costs 11; ``cryptoNews(first: 100)`` plus ``predictionEvents(first: 20)``
 costs 121; ``{ usage { plan } }`` costs 0; the same field under two aliases is charged twice. Fragments are
 expanded and ``@skip`` / ``@include`` honoured with the request's variables.
 
 Bad input that leaves the cost unknown is refused here, before anything is charged (400 ``BAD_USER_INPUT``):
-``first``/``last`` outside 1..``MAX_PAGE`` (100), or both on one connection.
+``first``/``last`` outside 1..``MAX_PAGE`` (100), or both on one connection; an ``assetSentiment`` range whose
+``since`` is after its ``until``, or that holds more buckets than its interval allows.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from graphql.execution.values import get_argument_values, get_directive_values
 
 from api.errors import ApiError
 from api.gql_schema import SCHEMA
+from warehouse.trends import RangeError, SentimentRequest, max_buckets
 
 MAX_PAGE = 100
 DEFAULT_PAGE = 10
@@ -66,6 +71,16 @@ def page_size(field_name: str, args: dict[str, Any]) -> int:
     if last is not None:
         return int(last)
     return DEFAULT_PAGE
+
+
+def sentiment_request(args: dict[str, Any]) -> SentimentRequest:
+    """``assetSentiment``'s arguments; raises a 400 for a range the API refuses (what to do is in the message)."""
+    req = SentimentRequest(str(args["ticker"]), args.get("interval") or "DAY", args.get("since"), args.get("until"))
+    try:
+        max_buckets(req)
+    except RangeError as exc:
+        raise ApiError(400, "BAD_USER_INPUT", str(exc)) from None
+    return req
 
 
 def _included(node: Any, variables: dict[str, Any]) -> bool:
@@ -103,6 +118,9 @@ def _walk(
         if field is None:  # __typename (validation rejected anything else)
             continue
         named = get_named_type(field.type)
+        if name == "assetSentiment":
+            total += multiplier * max_buckets(sentiment_request(get_argument_values(field, sel, variables)))
+            continue
         if "first" in field.args or "last" in field.args:
             nodes = multiplier * page_size(name, get_argument_values(field, sel, variables))
             total += nodes

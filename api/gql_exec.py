@@ -20,6 +20,7 @@ the same resolvers, which is the reference (a test runs both on the same queries
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -38,9 +39,11 @@ from graphql import (
 from graphql.execution.collect_fields import collect_fields, collect_sub_fields
 from graphql.execution.values import get_argument_values, get_variable_values
 
+from api.cost import sentiment_request
 from api.errors import ApiError
 from api.gql_documents import GraphQLRequestError, Prepared
 from api.gql_schema import SCHEMA
+from warehouse import trends
 from warehouse.read import (
     CacheMiss,
     CursorError,
@@ -55,6 +58,7 @@ from warehouse.read import (
 log = logging.getLogger("cryptowire.api")
 
 MAX_SEARCH = 200
+TICKER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.\-]{0,19}$")
 MAX_FILTER_VALUES = 50
 QUERY_TYPE = SCHEMA.query_type
 assert QUERY_TYPE is not None
@@ -118,6 +122,18 @@ def parse_event_args(args: dict[str, Any]) -> tuple[PageRequest, EventFilters]:
     return _page(args, decode_event_cursor), filters
 
 
+def parse_sentiment_args(args: dict[str, Any]) -> trends.SentimentRequest:
+    ticker = str(args.get("ticker") or "").strip()
+    if not TICKER_RE.match(ticker):
+        raise _bad(f"`ticker` must be a symbol such as BTC (letters, digits, '.' or '-', at most 20; got "
+                   f"{ticker[:40]!r}); the `tickers` field lists those in the news")
+    return sentiment_request({**args, "ticker": ticker.upper()})
+
+
+def parse_trending_args(args: dict[str, Any]) -> tuple[str, int]:
+    return args.get("window") or "DAY", int(args.get("first") or 10)  # `first` was checked with the cost
+
+
 # --------------------------------------------------------------------------------------------- resolvers
 
 
@@ -172,6 +188,27 @@ def _list(kind: str) -> Callable[..., list[str]]:
     return run
 
 
+def run_sentiment(ctx: Context, req: trends.SentimentRequest, _need: bool = True) -> dict[str, Any]:
+    reader = ctx.reader
+    assert reader is not None
+    try:
+        return reader.cache.get(("assetSentiment", req), lambda: trends.sentiment_series(reader.con, req),
+                                reader.cache_only)
+    except trends.RangeError as exc:  # `since` alone, and the newest article is too far from it
+        raise _bad(str(exc)) from None
+
+
+def _trending(kind: str) -> Callable[..., dict[str, Any]]:
+    def run(ctx: Context, parsed: tuple[str, int], _need: bool = True) -> dict[str, Any]:
+        reader = ctx.reader
+        assert reader is not None
+        window, first = parsed
+        return reader.cache.get(("trending", kind, window, first),
+                                lambda: trends.trending(reader.con, kind, window, first), reader.cache_only)
+
+    return run
+
+
 def run_usage(ctx: Context, _parsed: Any, _need: bool = True) -> dict[str, Any]:
     return ctx.usage or {}
 
@@ -186,6 +223,9 @@ class RootField:
 ROOTS: dict[str, RootField] = {
     "cryptoNews": RootField(run_news, parse_news_args),
     "predictionEvents": RootField(run_events, parse_event_args),
+    "assetSentiment": RootField(run_sentiment, parse_sentiment_args),
+    "trendingTickers": RootField(_trending("tickers"), parse_trending_args),
+    "trendingTopics": RootField(_trending("topics"), parse_trending_args),
     "newsSources": RootField(_list("newsSources")),
     "newsTopics": RootField(_list("newsTopics")),
     "tickers": RootField(_list("tickers")),

@@ -193,6 +193,78 @@ Usage = GraphQLObjectType(
 )
 
 
+SentimentInterval = GraphQLEnumType(
+    "SentimentInterval",
+    {"HOUR": GraphQLEnumValue("HOUR", description="Hours (UTC); a range holds at most 744 (31 days)."),
+     "DAY": GraphQLEnumValue("DAY", description="Days (UTC); a range holds at most 732 (2 years)."),
+     "WEEK": GraphQLEnumValue("WEEK", description="Weeks from Monday 00:00 UTC, summed from the days; at most 262.")},
+    description="The bucket size of a sentiment series.",
+)
+
+TrendWindow = GraphQLEnumType(
+    "TrendWindow",
+    {"HOUR": GraphQLEnumValue("HOUR", description="The latest hour, against the 168 hours before it."),
+     "DAY": GraphQLEnumValue("DAY", description="The latest day (24 hours), against the 7 days before it.")},
+    description="The window of a trending list, ending at the snapshot's newest dated article.",
+)
+
+SentimentBucket = GraphQLObjectType(
+    "SentimentBucket",
+    {
+        "start": GraphQLField(_nn(DateTime), description="The bucket is [start, end)."),
+        "end": GraphQLField(_nn(DateTime)),
+        "articles": GraphQLField(_nn(GraphQLInt), description="Articles mentioning the ticker (dated articles only)."),
+        "positive": GraphQLField(_nn(GraphQLInt)),
+        "neutral": GraphQLField(_nn(GraphQLInt)),
+        "negative": GraphQLField(_nn(GraphQLInt)),
+        "scored": GraphQLField(_nn(GraphQLInt), description="Articles with a sentiment score."),
+        "meanScore": GraphQLField(GraphQLFloat, description="Mean sentimentScore of those; null when none is scored."),
+    },
+    description="One bucket of a sentiment series: only buckets with at least one article are listed.",
+)
+
+AssetSentiment = GraphQLObjectType(
+    "AssetSentiment",
+    {
+        "ticker": GraphQLField(_nn(GraphQLString)),
+        "interval": GraphQLField(_nn(SentimentInterval)),
+        "since": GraphQLField(DateTime, description="Start of the first bucket of the range; null when the snapshot "
+                              "has no dated article to anchor a default range to."),
+        "until": GraphQLField(DateTime, description="End (exclusive) of the last bucket of the range."),
+        "buckets": GraphQLField(_nn(GraphQLList(_nn(SentimentBucket))), description="Oldest first."),
+    },
+    description="A ticker's sentiment over time.",
+)
+
+TrendingItem = GraphQLObjectType(
+    "TrendingItem",
+    {
+        "name": GraphQLField(_nn(GraphQLString), description="The ticker or topic."),
+        "count": GraphQLField(_nn(GraphQLInt), description="Articles mentioning it in the latest window."),
+        "baselineMean": GraphQLField(_nn(GraphQLFloat), description="Mean mentions per window over the baseline."),
+        "baselineStd": GraphQLField(_nn(GraphQLFloat), description="Standard deviation per window over the baseline."),
+        "ratio": GraphQLField(GraphQLFloat, description="count / baselineMean; null when the baseline has no mention."),
+        "zScore": GraphQLField(_nn(GraphQLFloat), description="(count - baselineMean) / max(baselineStd, 1): the rank."),
+    },
+    description="An item mentioned more than usual in the latest window.",
+)
+
+Trending = GraphQLObjectType(
+    "Trending",
+    {
+        "window": GraphQLField(_nn(TrendWindow)),
+        "windowStart": GraphQLField(DateTime, description="The latest window is (windowStart, windowEnd]; null "
+                                    "when the snapshot has no dated article."),
+        "windowEnd": GraphQLField(DateTime, description="The snapshot's newest dated article."),
+        "baselineStart": GraphQLField(DateTime, description="The baseline is (baselineStart, windowStart]."),
+        "baselineWindows": GraphQLField(_nn(GraphQLInt), description="Windows in the baseline (168 or 7)."),
+        "minCount": GraphQLField(_nn(GraphQLInt), description="Mentions an item needs in the latest window."),
+        "items": GraphQLField(_nn(GraphQLList(_nn(TrendingItem))), description="Highest zScore first."),
+    },
+    description="Items whose mentions in the latest window stand out against their own previous 7 days.",
+)
+
+
 def _page_args() -> dict[str, GraphQLArgument]:
     return {
         "after": GraphQLArgument(GraphQLString, description="A cursor, or an ISO date/timestamp: strictly older items."),
@@ -234,6 +306,31 @@ Query = GraphQLObjectType(
                 "dateTo": GraphQLArgument(DateTime, description="Resolution date at or before."),
             },
             description="Prediction events, newest (by createdAt) first.",
+        ),
+        "assetSentiment": GraphQLField(
+            _nn(AssetSentiment),
+            args={
+                "ticker": GraphQLArgument(_nn(GraphQLString), description="A ticker, e.g. BTC (case-insensitive)."),
+                "interval": GraphQLArgument(SentimentInterval, default_value="DAY"),
+                "since": GraphQLArgument(DateTime, description="From the bucket holding this instant (default: "
+                                         "30 days, 168 hours or 26 weeks before `until`)."),
+                "until": GraphQLArgument(DateTime, description="To the bucket holding this instant (a plain date: "
+                                         "that whole day; default: the newest dated article)."),
+            },
+            description="A ticker's article counts by sentiment and mean score per hour, day or week, oldest first. "
+            "Costs 1 per bucket the range may hold.",
+        ),
+        "trendingTickers": GraphQLField(
+            _nn(Trending),
+            args={"window": GraphQLArgument(TrendWindow, default_value="DAY"),
+                  "first": GraphQLArgument(GraphQLInt, description="Items: 1 to 100 (default 10).")},
+            description="Tickers mentioned more than usual in the latest window.",
+        ),
+        "trendingTopics": GraphQLField(
+            _nn(Trending),
+            args={"window": GraphQLArgument(TrendWindow, default_value="DAY"),
+                  "first": GraphQLArgument(GraphQLInt, description="Items: 1 to 100 (default 10).")},
+            description="Topics mentioned more than usual in the latest window.",
         ),
         "newsSources": GraphQLField(_strings(), description="Values for the `sources` filter."),
         "newsTopics": GraphQLField(_strings(), description="Values for the `topics` filter."),

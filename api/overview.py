@@ -2,7 +2,7 @@
 
 What it shows comes from the served snapshot: freshness (publication time and age, newest dated article, row counts),
 articles per source per day over the last 14 days of the data, the daily mean sentiment of the 5 most mentioned
-tickers over the last 30 days of the data (an inline SVG chart), and the 10 latest prediction events.
+tickers over the last 30 days of the data (an inline SVG chart, from the snapshot's daily sentiment buckets), and the 10 latest prediction events.
 
 A snapshot never changes, so its aggregates are computed once (SQL on the snapshot, in a worker thread) and kept
 with the heavy sections already rendered, keyed by the snapshot file; a request only renders the time-dependent
@@ -106,6 +106,25 @@ class Facts:
     seconds: float  # time taken to compute
 
 
+# The daily buckets of asset_sentiment (the snapshot's `sentiment`, as `assetSentiment` serves them: dated articles
+# only); the most mentioned tickers are those with the most articles in the window.
+SERIES_SQL = """
+WITH w AS (SELECT ticker AS t, CAST(bucket_start AS DATE) AS d, articles, scored, mean_score
+           FROM sentiment WHERE grain = 'day' AND bucket_start >= ?),
+     top AS (SELECT t, sum(articles) AS n FROM w GROUP BY t ORDER BY n DESC, t LIMIT ?)
+SELECT w.t, top.n, w.d, w.mean_score, w.scored FROM w JOIN top USING (t)
+WHERE w.scored > 0 ORDER BY top.n DESC, w.t, w.d
+"""
+# Snapshots published before the sentiment table existed: the same figures from news.
+OLD_SERIES_SQL = """
+WITH w AS (SELECT CAST(published_at AS DATE) AS d, unnest(tickers) AS t, sentiment_score AS s
+           FROM news WHERE published_at >= ?),
+     top AS (SELECT t, count(*) AS n FROM w GROUP BY t ORDER BY n DESC, t LIMIT ?)
+SELECT w.t, top.n, w.d, avg(w.s), count(w.s) FROM w JOIN top USING (t)
+WHERE w.s IS NOT NULL GROUP BY ALL ORDER BY top.n DESC, w.t, w.d
+"""
+
+
 def compute(snap: Snapshot) -> Facts:
     """All aggregates for ``snap``, in a worker thread. Each scan is bounded to the recent window: ``news`` is
     sorted by ``published_at`` so zone maps skip the older row groups."""
@@ -133,14 +152,11 @@ def compute(snap: Snapshot) -> Facts:
             ).fetchall()
             heatmap_html = render_heatmap(heat_days, rows)
             chart_days = [end - timedelta(days=i) for i in range(CHART_DAYS - 1, -1, -1)]
+            has_series = con.execute(
+                "SELECT 1 FROM duckdb_tables() WHERE table_name = 'sentiment' AND database_name = current_database()"
+            ).fetchall()
             series = con.execute(
-                """WITH w AS (
-                       SELECT CAST(published_at AS DATE) AS d, unnest(tickers) AS t, sentiment_score AS s
-                       FROM news WHERE published_at >= ?
-                   ),
-                   top AS (SELECT t, count(*) AS n FROM w GROUP BY t ORDER BY n DESC, t LIMIT ?)
-                   SELECT w.t, top.n, w.d, avg(w.s), count(w.s) FROM w JOIN top USING (t)
-                   WHERE w.s IS NOT NULL GROUP BY ALL ORDER BY top.n DESC, w.t, w.d""",
+                SERIES_SQL if has_series else OLD_SERIES_SQL,
                 [datetime.combine(chart_days[0], datetime.min.time()), CHART_TICKERS],
             ).fetchall()
             chart_html = render_chart(chart_days, series)
@@ -384,7 +400,8 @@ def render_overview(facts: Facts, now: datetime) -> str:
         "</div></section>"
         f"<section><h2>Sentiment of the top {CHART_TICKERS} tickers</h2><p class=muted>Daily mean "
         f"<code>sentiment_score</code> of the articles mentioning each of the {CHART_TICKERS} most mentioned tickers, "
-        f"over the last {CHART_DAYS} days of the data.</p>{facts.chart_html or '<p class=muted>No articles yet.</p>'}"
+        f"over the last {CHART_DAYS} days of the data (articles with a real date; the daily buckets of "
+        f"<code>assetSentiment</code>).</p>{facts.chart_html or '<p class=muted>No articles yet.</p>'}"
         "</section>"
         f"<section><h2>Latest prediction events</h2>{render_events(facts, now)}</section>"
         f"{LINKS}"

@@ -5,12 +5,28 @@ import dagster as dg
 from pipeline.assets.enrich import articles, crypto_assets
 from pipeline.assets.events import prediction_events
 from pipeline.assets.ingest import raw_articles
+from pipeline.assets.sentiment import asset_sentiment
 from pipeline.assets.serving import serving_snapshot
 from pipeline.resources import SnapshotsResource, WarehouseResource
 from warehouse.events import CHECKS as EVENT_CHECKS
 
 # A broken cursor or id would break the API: stop before publishing.
 BLOCKING_EVENT_CHECKS = {"id_format", "id_unique", "created_at_unique"}
+
+RECOUNT_SQL = """SELECT {select} FROM (
+    (SELECT ticker, bucket_start, articles, positive, neutral, negative FROM asset_sentiment WHERE grain = 'day'
+     EXCEPT
+     SELECT t.ticker, date_trunc('day', a.published_at), count(*), count(*) FILTER (WHERE lower(a.sentiment) = 'positive'),
+            count(*) FILTER (WHERE lower(a.sentiment) = 'neutral'), count(*) FILTER (WHERE lower(a.sentiment) = 'negative')
+     FROM article_tickers t JOIN articles a ON a.id = t.article_id WHERE NOT coalesce(a.date_inferred, false)
+     GROUP BY ALL)
+    UNION ALL
+    (SELECT t.ticker, date_trunc('day', a.published_at), count(*), count(*) FILTER (WHERE lower(a.sentiment) = 'positive'),
+            count(*) FILTER (WHERE lower(a.sentiment) = 'neutral'), count(*) FILTER (WHERE lower(a.sentiment) = 'negative')
+     FROM article_tickers t JOIN articles a ON a.id = t.article_id WHERE NOT coalesce(a.date_inferred, false)
+     GROUP BY ALL
+     EXCEPT
+     SELECT ticker, bucket_start, articles, positive, neutral, negative FROM asset_sentiment WHERE grain = 'day'))"""
 
 
 def _violations(warehouse: WarehouseResource, sql: str, sample_sql: str | None = None) -> dg.AssetCheckResult:
@@ -75,6 +91,14 @@ ALL_CHECKS = [
         "symbols_upper",
         "Registry symbols are upper case.",
         "SELECT count(*) FROM crypto_assets WHERE symbol <> upper(symbol)",
+    ),
+    # asset_sentiment: the incremental table equals a recount from scratch
+    sql_check(
+        asset_sentiment,
+        "matches_recount",
+        "Every day bucket of asset_sentiment equals a recount of its articles (dated articles only).",
+        RECOUNT_SQL.format(select="count(*)"),
+        RECOUNT_SQL.format(select="*") + " LIMIT 5",
     ),
     # prediction_events: the rules live beside the write side (warehouse/events.py)
     *(

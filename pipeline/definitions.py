@@ -8,6 +8,7 @@ from pipeline import dagster_fixes  # noqa: F401  (run workers too: a step waiti
 from pipeline.assets.enrich import articles, crypto_assets
 from pipeline.assets.events import asset_reference_prices, prediction_events
 from pipeline.assets.ingest import raw_articles
+from pipeline.assets.sentiment import asset_sentiment
 from pipeline.assets.serving import serving_snapshot
 from pipeline.automation import (
     automation_sensor,
@@ -23,7 +24,8 @@ from pipeline.checks import ALL_CHECKS
 from pipeline.resources import FeedsResource, SnapshotsResource, WarehouseResource
 from warehouse.config import Settings, get_settings
 
-ALL_ASSETS = [raw_articles, crypto_assets, articles, asset_reference_prices, prediction_events, serving_snapshot]
+ALL_ASSETS = [raw_articles, crypto_assets, articles, asset_reference_prices, prediction_events, asset_sentiment,
+              serving_snapshot]
 
 
 

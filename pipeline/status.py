@@ -14,6 +14,7 @@ TABLES = (
     "crypto_assets",
     "prediction_events",
     "prediction_event_sources",
+    "asset_sentiment",
     "feed_fetches",
 )
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import duckdb
+import httpx
 import pytest
 from typer.testing import CliRunner
 
@@ -108,6 +109,34 @@ def test_materialize_sample_end_to_end_and_again(isolated_home: Path) -> None:
     refused = runner.invoke(app, ["sql", "DELETE FROM articles"])
     assert refused.exit_code != 0 and "read-only" in refused.output
 
+    # Sentiment over time: the second run found nothing to recompute; the API's buckets for the most mentioned
+    # ticker sum to a plain count on the warehouse, per day and per hour; the chart renders from the snapshot.
+    assert by_asset["asset_sentiment"]["metadata"]["changed"] == 0
+    top = _invoke("sql", """SELECT t.ticker, count(*) AS n, min(a.published_at)::DATE::VARCHAR AS lo,
+                                   max(a.published_at)::DATE::VARCHAR AS hi
+                            FROM article_tickers t JOIN articles a ON a.id = t.article_id
+                            WHERE NOT a.date_inferred GROUP BY ALL ORDER BY n DESC, 1 LIMIT 1""")[0]
+    from api.access import StaticKeys
+    from api.app import create_app
+    from tests.support.apiserver import ApiServer
+    from warehouse.config import get_settings
+
+    query = """query S($t: String!, $i: SentimentInterval, $s: DateTime, $u: DateTime) {
+      assetSentiment(ticker: $t, interval: $i, since: $s, until: $u) { buckets { articles positive neutral negative } } }"""
+    with ApiServer(create_app(get_settings(), access=StaticKeys(["k"]))) as srv:
+        for interval, since in (("DAY", top["lo"]), ("HOUR", top["hi"])):
+            r = httpx.post(srv.url("/crypto-news/k"), timeout=30, json={"query": query, "variables": {
+                "t": top["ticker"], "i": interval, "s": since, "u": top["hi"]}})
+            assert r.status_code == 200 and "errors" not in r.json(), r.text
+            buckets = r.json()["data"]["assetSentiment"]["buckets"]
+            counted = _invoke("sql", f"""SELECT count(*) AS n FROM article_tickers t JOIN articles a ON a.id = t.article_id
+                WHERE t.ticker = '{top["ticker"]}' AND NOT a.date_inferred
+                  AND a.published_at >= '{since}' AND a.published_at < '{top["hi"]}'::DATE + 1""")[0]["n"]
+            assert sum(b["articles"] for b in buckets) == counted > 0, interval
+            assert all(b["positive"] + b["neutral"] + b["negative"] == b["articles"] for b in buckets)
+    chart = _invoke("plot", "sentiment", "--ticker", top["ticker"], "--out", str(out / "top.png"), "--since", top["lo"])
+    assert chart["articles"] == top["n"] and (out / "top.png").read_bytes()[:4] == b"\x89PNG"
+
 
 def test_materialize_rejects_unknown_asset(isolated_home: Path) -> None:
     result = runner.invoke(app, ["materialize", "--select", "no_such_asset"])
@@ -124,7 +153,7 @@ def test_the_cli_imports_no_heavy_code_until_a_command_needs_it() -> None:
     """`cryptowire serve` must start fast and small: loading the CLI loads no torch, transformers or dagster."""
     code = (
         "import sys, pipeline.cli; "
-        "print([m for m in ('torch', 'transformers', 'dagster') if m in sys.modules])"
+        "print([m for m in ('torch', 'transformers', 'dagster', 'matplotlib') if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=120)
     assert out.returncode == 0, out.stderr

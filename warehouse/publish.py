@@ -9,6 +9,8 @@ warehouse). Layout of a snapshot:
   deep in the set costs what the first page costs (zone maps skip every other row group). A unique index on
   ``id`` turns a cursor from an older snapshot into a position.
 - ``events``: the prediction events, sorted by ``created_at DESC`` (unique, millisecond precision) with ``pos``.
+- ``sentiment``: the warehouse's ``asset_sentiment`` (per ticker, hour and day buckets), sorted by ticker, grain
+  and bucket start, so a series is a range the zone maps find.
 - ``filter_values(kind, value)``: the lists behind ``newsSources``, ``newsTopics`` and ``tickers``.
 - ``snapshot_info``: one row: ``tag`` (random, identifies this file), creation time, row counts, format.
 
@@ -110,6 +112,14 @@ ORDER BY kind, value
 """
 
 
+SENTIMENT_SQL = """
+CREATE TABLE {db}.sentiment AS
+SELECT ticker, grain, bucket_start, articles, positive, neutral, negative, scored, mean_score
+FROM asset_sentiment
+ORDER BY ticker, grain, bucket_start
+"""
+
+
 def snapshot_name(now: datetime | None = None) -> str:
     """A new snapshot's file name; names sort in publication order."""
     now = now or datetime.now(UTC)
@@ -148,6 +158,7 @@ def publish_snapshot(con: duckdb.DuckDBPyConnection, snapshots_dir: Path, keep: 
         # Unique by construction upstream; the index also makes a createdAt cursor a point lookup.
         con.execute(f"CREATE UNIQUE INDEX events_created_at ON {alias}.events (created_at)")
         con.execute(FILTER_VALUES_SQL.format(db=alias))
+        con.execute(SENTIMENT_SQL.format(db=alias))
         con.execute(
             f"""CREATE TABLE {alias}.snapshot_info AS SELECT
                 ?::VARCHAR AS tag, ?::TIMESTAMP AS created_at, ?::INTEGER AS format,

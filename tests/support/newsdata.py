@@ -12,6 +12,7 @@ import duckdb
 
 from warehouse.db import connect
 from warehouse.publish import publish_snapshot
+from warehouse.sentiment import refresh_asset_sentiment
 
 TICKERS = ["BTC", "ETH", "SOL", "XRP", "DOGE", "ADA"]
 TOPICS = ["markets", "regulation", "defi", "etf"]
@@ -102,6 +103,11 @@ def write(con: duckdb.DuckDBPyConnection, data: Data) -> None:
             [a["id"], a["source_name"], a["url"], a["title"], a["summary"], a["image_url"], a["published_at"],
              a["published_at"], a["sentiment"], a["sentiment_score"], a["tickers"], a["topics"]],
         )
+        if a.get("date_inferred"):
+            con.execute("UPDATE articles SET date_inferred = true WHERE id = ?", [a["id"]])
+        for t in a["tickers"]:  # the long table, as tagging writes it (asset_sentiment reads it)
+            con.execute("INSERT INTO article_tickers (article_id, ticker, salience, in_title) VALUES (?, ?, 1.0, true)",
+                        [a["id"], t])
     for e in data.events:
         cols = list(e)
         con.execute(
@@ -117,6 +123,7 @@ def build(home: Path, data: Data, keep: int = 3) -> Path:
         con.execute("BEGIN")
         write(con, data)
         con.execute("COMMIT")
+        refresh_asset_sentiment(con)  # as the pipeline's asset_sentiment does before publishing
         return publish_snapshot(con, home / "snapshots", keep=keep)
     finally:
         con.close()

@@ -1,0 +1,210 @@
+"""Read-side queries over a serving snapshot for sentiment over time and trending tickers and topics.
+
+Both are anchored to the snapshot's **newest dated article** (the latest ``published_at`` among articles whose
+date is real, ``date_inferred`` false), never to the clock: the same snapshot gives the same answer at any time.
+
+Sentiment series (``sentiment`` table, copied from the warehouse's ``asset_sentiment``): buckets of an hour or a
+day, and weeks (Monday 00:00 UTC) summed from the day buckets when asked. A range covers the buckets from the one
+holding ``since`` to the one holding ``until``; only buckets with at least one article are returned.
+
+Trending (``news`` table): the latest window is ``(anchor - window, anchor]``; the baseline is the
+``BASELINE / window`` windows of the same length just before it (168 hours or 7 days), empty windows counting as
+0. An item trends when it has at least ``MIN_COUNT`` mentions in the latest window and more than its baseline mean;
+items are ranked by z-score ``(count - mean) / max(std, 1)`` (the floor keeps items never or rarely seen before
+from unbounded scores), then by count, then by name.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import duckdb
+
+from warehouse.read import Instant, iso_ms
+
+INTERVALS = {"HOUR": timedelta(hours=1), "DAY": timedelta(days=1), "WEEK": timedelta(weeks=1)}
+MAX_BUCKETS = {"HOUR": 24 * 31, "DAY": 732, "WEEK": 262}  # 31 days of hours, 2 years of days, 5 years of weeks
+DEFAULT_BUCKETS = {"HOUR": 24 * 7, "DAY": 30, "WEEK": 26}  # without `since`: the last week, month, half-year
+WINDOWS = {"HOUR": timedelta(hours=1), "DAY": timedelta(days=1)}
+BASELINE = timedelta(days=7)
+MIN_COUNT = 3
+STD_FLOOR = 1.0
+_US = timedelta(microseconds=1)
+
+
+class RangeError(ValueError):
+    """A sentiment range that cannot be served; the message says what to do."""
+
+
+def bucket_start(at: datetime, interval: str) -> datetime:
+    """The start of the bucket holding ``at``: the hour, the day, or the week's Monday (UTC)."""
+    if interval == "HOUR":
+        return at.replace(minute=0, second=0, microsecond=0)
+    day = datetime(at.year, at.month, at.day)
+    return day - timedelta(days=day.weekday()) if interval == "WEEK" else day
+
+
+@dataclass(frozen=True)
+class SentimentRequest:
+    ticker: str
+    interval: str  # HOUR | DAY | WEEK
+    since: Instant | None = None
+    until: Instant | None = None
+
+
+def resolve_range(req: SentimentRequest, anchor: datetime | None) -> tuple[datetime, datetime] | None:
+    """``[first bucket start, last bucket end)``; missing ``until`` is the anchor (the newest dated article),
+    missing ``since`` the default number of buckets before it. None when there is nothing to anchor to."""
+    try:
+        return _resolve_range(req, anchor)
+    except OverflowError:  # e.g. until 9999-12-31: its bucket ends past the last representable time
+        raise RangeError("`since` and `until` must be dates between the years 2 and 9998") from None
+
+
+def _resolve_range(req: SentimentRequest, anchor: datetime | None) -> tuple[datetime, datetime] | None:
+    step = INTERVALS[req.interval]
+    if req.since is not None and req.until is not None and req.since.at >= req.until.upper_exclusive():
+        raise RangeError(
+            f"`since` ({iso_ms(req.since.at)}) is after `until` ({iso_ms(req.until.upper_exclusive() - _US)}): "
+            "pass the earlier instant as `since`"
+        )
+    if req.until is not None:
+        last = req.until.upper_exclusive() - _US
+    elif anchor is not None:
+        last = max(anchor, req.since.at) if req.since is not None else anchor
+    else:
+        return None
+    end = bucket_start(last, req.interval) + step
+    start = (bucket_start(req.since.at, req.interval) if req.since is not None
+             else end - step * DEFAULT_BUCKETS[req.interval])
+    buckets = (end - start) // step
+    limit = MAX_BUCKETS[req.interval]
+    if buckets > limit:
+        wider = {"HOUR": " or interval DAY", "DAY": " or interval WEEK", "WEEK": ""}[req.interval]
+        raise RangeError(
+            f"`assetSentiment` with interval {req.interval} returns at most {limit} buckets; the range from "
+            f"{iso_ms(start)} to {iso_ms(end)} holds {buckets}: narrow `since` / `until`{wider}"
+        )
+    return start, end
+
+
+def max_buckets(req: SentimentRequest) -> int:
+    """Buckets a request may return, known before it runs (its cost): the range's own count when both ends are
+    given, the limit when only ``since`` is (``until`` is then the newest article), else the default count."""
+    if req.since is not None and req.until is not None:
+        found = resolve_range(req, None)
+        assert found is not None
+        return (found[1] - found[0]) // INTERVALS[req.interval]
+    if req.since is not None:
+        return MAX_BUCKETS[req.interval]
+    return DEFAULT_BUCKETS[req.interval]
+
+
+def has_table(con: duckdb.DuckDBPyConnection, table: str) -> bool:
+    return bool(con.execute(
+        "SELECT 1 FROM duckdb_tables() WHERE table_name = ? AND database_name = current_database()", [table]
+    ).fetchall())
+
+
+def has_column(con: duckdb.DuckDBPyConnection, table: str, column: str) -> bool:
+    return bool(con.execute(
+        "SELECT 1 FROM duckdb_columns() WHERE table_name = ? AND column_name = ? AND database_name = current_database()",
+        [table, column],
+    ).fetchall())
+
+
+def newest_dated(con: duckdb.DuckDBPyConnection) -> datetime | None:
+    """The anchor: the newest article whose date is real (any article in snapshots that cannot tell)."""
+    dated = "WHERE NOT date_inferred" if has_column(con, "news", "date_inferred") else ""
+    return con.execute(f"SELECT max(published_at) FROM news {dated}").fetchall()[0][0]
+
+
+def _bucket(start: datetime, step: timedelta, articles: int, pos: int, neu: int, neg: int, scored: int,
+            score_sum: float) -> dict[str, Any]:
+    return {
+        "start": iso_ms(start), "end": iso_ms(start + step), "articles": articles, "positive": pos, "neutral": neu,
+        "negative": neg, "scored": scored, "meanScore": round(score_sum / scored, 6) if scored else None,
+    }
+
+
+def sentiment_series(con: duckdb.DuckDBPyConnection, req: SentimentRequest) -> dict[str, Any]:
+    """``{ticker, interval, since, until, buckets}`` for one ticker; raises RangeError for a range too wide."""
+    ticker = req.ticker.strip().upper()
+    anchor = newest_dated(con)
+    found = resolve_range(req, anchor)
+    out: dict[str, Any] = {"ticker": ticker, "interval": req.interval, "since": None, "until": None, "buckets": []}
+    if found is None:
+        return out
+    start, end = found
+    out["since"], out["until"] = iso_ms(start), iso_ms(end)
+    if not has_table(con, "sentiment"):  # a snapshot published before sentiment series existed
+        return out
+    grain = "hour" if req.interval == "HOUR" else "day"
+    rows = con.execute(
+        """SELECT bucket_start, articles, positive, neutral, negative, scored, coalesce(mean_score * scored, 0)
+           FROM sentiment WHERE ticker = ? AND grain = ? AND bucket_start >= ? AND bucket_start < ?
+           ORDER BY bucket_start""",
+        [ticker, grain, start, end],
+    ).fetchall()
+    step = INTERVALS[req.interval]
+    if req.interval != "WEEK":
+        out["buckets"] = [_bucket(r[0], step, *r[1:]) for r in rows]
+        return out
+    weeks: dict[datetime, list[float]] = {}
+    for day, *figures in rows:  # a week's mean is weighted by its days' scored articles
+        acc = weeks.setdefault(bucket_start(day, "WEEK"), [0, 0, 0, 0, 0, 0.0])
+        for i, v in enumerate(figures):
+            acc[i] += v
+    out["buckets"] = [
+        _bucket(week, step, int(a), int(p), int(n), int(g), int(s), float(t))
+        for week, (a, p, n, g, s, t) in sorted(weeks.items())
+    ]
+    return out
+
+
+def trending(con: duckdb.DuckDBPyConnection, kind: str, window: str, first: int) -> dict[str, Any]:
+    """The ``first`` tickers (``kind`` = tickers) or topics standing out in the latest window."""
+    if kind not in ("tickers", "topics"):
+        raise ValueError(f"kind must be tickers or topics, not {kind!r}")
+    step = WINDOWS[window]
+    windows = BASELINE // step
+    anchor = newest_dated(con)
+    out: dict[str, Any] = {
+        "window": window, "windowStart": None, "windowEnd": None, "baselineStart": None,
+        "baselineWindows": windows, "minCount": MIN_COUNT, "items": [],
+    }
+    if anchor is None:
+        return out
+    out["windowStart"], out["windowEnd"] = iso_ms(anchor - step), iso_ms(anchor)
+    out["baselineStart"] = iso_ms(anchor - step * (windows + 1))
+    dated = "AND NOT date_inferred" if has_column(con, "news", "date_inferred") else ""
+    # k = 0 is the latest window (anchor - step, anchor]; k = 1 .. windows the baseline, newest first.
+    rows = con.execute(
+        f"""WITH m AS (
+                SELECT unnest({kind}) AS name, (epoch_us($anchor) - epoch_us(published_at)) // $step AS k
+                FROM news WHERE published_at <= $anchor AND published_at > $from {dated}
+            ),
+            per AS (SELECT name, k, count(*) AS n FROM m GROUP BY ALL)
+            SELECT name, coalesce(sum(n) FILTER (WHERE k = 0), 0) AS c,
+                   coalesce(sum(n) FILTER (WHERE k > 0), 0) AS total,
+                   coalesce(sum(n * n) FILTER (WHERE k > 0), 0) AS squares
+            FROM per GROUP BY name HAVING c >= $min""",
+        {"anchor": anchor, "step": step // _US, "from": anchor - step * (windows + 1), "min": MIN_COUNT},
+    ).fetchall()
+    items = []
+    for name, count, total, squares in rows:
+        mean = total / windows
+        std = math.sqrt(max(0.0, squares / windows - mean * mean))
+        if count <= mean:
+            continue
+        z = (count - mean) / max(std, STD_FLOOR)
+        items.append({
+            "name": name, "count": int(count), "baselineMean": round(mean, 4), "baselineStd": round(std, 4),
+            "ratio": round(count / mean, 4) if mean > 0 else None, "zScore": round(z, 4),
+        })
+    items.sort(key=lambda i: (-i["zScore"], -i["count"], i["name"]))
+    out["items"] = items[:first]
+    return out
