@@ -1,7 +1,8 @@
 """The write side of ``asset_sentiment``: per ticker, per hour and per day, article counts by sentiment and the
 mean score (table definitions and what they mean: ``migrations/0007_asset_sentiment.sql``).
 
-Counted: every ``article_tickers`` row whose article has a real publication date. Articles with
+Counted: every ``article_tickers`` row whose article has a real publication date, with that asset's own
+sentiment (``article_tickers.sentiment``; the article's while the ticker has none yet). Articles with
 ``date_inferred`` are left out: they carry the time they were fetched, so a feed that drops its dates (or a first
 run over an old feed) would pile them into the current hour as if they were news of that hour. When a later fetch
 finds the real date, the article enters the bucket of that date.
@@ -24,8 +25,10 @@ from warehouse.db import transaction, utcnow
 
 CURRENT_SQL = """
 CREATE OR REPLACE TEMP TABLE _sent_now AS
-SELECT t.article_id, t.ticker, date_trunc('hour', a.published_at) AS hour, lower(a.sentiment) AS sentiment,
-       a.sentiment_score
+SELECT t.article_id, t.ticker, date_trunc('hour', a.published_at) AS hour,
+       -- the asset's own sentiment ("BTC rallies as ETH slides" counts negative for ETH); the article's until scored
+       lower(coalesce(t.sentiment, a.sentiment)) AS sentiment,
+       CASE WHEN t.sentiment IS NULL THEN a.sentiment_score ELSE t.sentiment_score END AS sentiment_score
 FROM article_tickers t JOIN articles a ON a.id = t.article_id
 WHERE NOT coalesce(a.date_inferred, false)
 """
