@@ -13,20 +13,15 @@ from warehouse.events import CHECKS as EVENT_CHECKS
 # A broken cursor or id would break the API: stop before publishing.
 BLOCKING_EVENT_CHECKS = {"id_format", "id_unique", "created_at_unique"}
 
-RECOUNT_SQL = """SELECT {select} FROM (
-    (SELECT ticker, bucket_start, articles, positive, neutral, negative FROM asset_sentiment WHERE grain = 'day'
-     EXCEPT
-     SELECT t.ticker, date_trunc('day', a.published_at), count(*), count(*) FILTER (WHERE lower(a.sentiment) = 'positive'),
-            count(*) FILTER (WHERE lower(a.sentiment) = 'neutral'), count(*) FILTER (WHERE lower(a.sentiment) = 'negative')
+# The same count as warehouse/sentiment.py, from scratch: each asset's own label (the article's until scored).
+_RECOUNT = """SELECT t.ticker, date_trunc('day', a.published_at), count(*),
+            count(*) FILTER (WHERE lower(coalesce(t.sentiment, a.sentiment)) = 'positive'),
+            count(*) FILTER (WHERE lower(coalesce(t.sentiment, a.sentiment)) = 'neutral'),
+            count(*) FILTER (WHERE lower(coalesce(t.sentiment, a.sentiment)) = 'negative')
      FROM article_tickers t JOIN articles a ON a.id = t.article_id WHERE NOT coalesce(a.date_inferred, false)
-     GROUP BY ALL)
-    UNION ALL
-    (SELECT t.ticker, date_trunc('day', a.published_at), count(*), count(*) FILTER (WHERE lower(a.sentiment) = 'positive'),
-            count(*) FILTER (WHERE lower(a.sentiment) = 'neutral'), count(*) FILTER (WHERE lower(a.sentiment) = 'negative')
-     FROM article_tickers t JOIN articles a ON a.id = t.article_id WHERE NOT coalesce(a.date_inferred, false)
-     GROUP BY ALL
-     EXCEPT
-     SELECT ticker, bucket_start, articles, positive, neutral, negative FROM asset_sentiment WHERE grain = 'day'))"""
+     GROUP BY ALL"""
+_STORED = "SELECT ticker, bucket_start, articles, positive, neutral, negative FROM asset_sentiment WHERE grain = 'day'"
+RECOUNT_SQL = (f"SELECT {{select}} FROM (({_STORED} EXCEPT {_RECOUNT}) UNION ALL ({_RECOUNT} EXCEPT {_STORED}))")
 
 
 def _violations(warehouse: WarehouseResource, sql: str, sample_sql: str | None = None) -> dg.AssetCheckResult:
