@@ -1,6 +1,6 @@
 """Assemble models/eval/sentiment_news_{dev,test}.csv from collected news items and three readers' label files.
 
-    .venv/bin/python models/eval/build_sentiment_news.py --items ITEMS.jsonl --labels DIR
+    .venv/bin/python models/eval/build_sentiment_news.py --items ITEMS.jsonl [...] --labels DIR [...]
 
 ``ITEMS.jsonl``: the collected items (as for build_events_unseen.py: key, publisher, domain, published_at,
 title, ...). ``DIR``: the readers' files ``<chunk>.r<N>.jsonl``, one line per headline (key, label), each reader
@@ -33,12 +33,13 @@ COLUMNS = ("id", "text", "label", "votes", "publisher", "domain", "published_at"
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--items", type=Path, required=True)
-    parser.add_argument("--labels", type=Path, required=True)
+    parser.add_argument("--items", type=Path, nargs="+", required=True)
+    parser.add_argument("--labels", type=Path, nargs="+", required=True, help="folders of the readers' files")
+    parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
-    items = {d["key"]: d for d in map(json.loads, args.items.read_text(encoding="utf-8").splitlines()) if d}
+    items = {d["key"]: d for f in args.items for d in map(json.loads, f.read_text(encoding="utf-8").splitlines()) if d}
     votes: dict[str, dict[int, str]] = defaultdict(dict)
-    for path in sorted(args.labels.glob("*.r*.jsonl")):
+    for path in sorted(p for folder in args.labels for p in folder.glob("*.r*.jsonl")):
         reader = int(re.search(r"\.r(\d+)\.jsonl$", path.name).group(1))  # type: ignore[union-attr]
         for line in path.read_text(encoding="utf-8").splitlines():
             d = json.loads(line)
@@ -60,7 +61,7 @@ def main() -> int:
     report = {}
     for split, part in rows.items():
         part.sort(key=lambda r: (r["domain"], r["published_at"], r["id"]))
-        with (OUT / f"sentiment_news_{split}.csv").open("w", newline="", encoding="utf-8") as fh:
+        with (args.out / f"sentiment_news_{split}.csv").open("w", newline="", encoding="utf-8") as fh:
             writer = csv.DictWriter(fh, fieldnames=COLUMNS)
             writer.writeheader()
             writer.writerows(part)
