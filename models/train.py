@@ -99,13 +99,12 @@ def main(argv: list[str] | None = None) -> int:
     if per_asset:
         _log(f"+ {len(per_asset)} per-asset rows built from single-asset news headlines")
     train = train + news + per_asset
-    news = news + per_asset
     # the readers' vote shares (CryptoLin: its majority label) are mixed into the loss as soft targets
     votes = torch.tensor([e.soft() for e in train]) if news else None
     tokenizer = load_tokenizer()
     valid_texts, valid_gold = [e.text for e in valid], [e.label for e in valid]
     recipe_key = hashlib.sha256(json.dumps(recipe.as_dict(), sort_keys=True).encode()
-                                + b"".join(e.text.encode() + e.label.encode() for e in news)).hexdigest()[:8]
+                                + b"".join(e.text.encode() + e.label.encode() for e in news + per_asset)).hexdigest()[:8]
 
     figures: dict[str, dict] = {}
     states, valid_probs = [], []
@@ -163,9 +162,9 @@ def main(argv: list[str] | None = None) -> int:
                  "weights_sha256": base_weights_sha256()},
         "training": {
             "data": "CryptoLin (shared/data/sentiment/cryptolin/train.csv), held-out stratified 15% by salted id hash"
-                    + (f"; + {len(news)} news headlines ({args.news.name}), three readers' votes as soft labels"
-                       if news else ""),
-            "train_rows": len(train), "valid_rows": len(valid), "news_rows": len(news), "seeds": args.seeds, "combine": args.combine,
+                    + (f"; + {len(news)} news headlines ({args.news.name}), three readers' votes as soft labels; + "
+                       f"{len(per_asset)} per-asset rows built from its single-asset headlines" if news else ""),
+            "train_rows": len(train), "valid_rows": len(valid), "news_rows": len(news), "per_asset_rows": len(per_asset), "seeds": args.seeds, "combine": args.combine,
             "student_seed": args.student_seed if args.combine == "distil" else None,
             "recipe": recipe.as_dict(), "valid_figures": figures,
             "torch": torch.__version__,

@@ -231,3 +231,37 @@ def test_cryptolin_held_out_split_tools(tmp_path: Path) -> None:
     assert seen.exit_code == 0, seen.output
     figures = json.loads(seen.output)
     assert figures["rows_seen_in_training"] == 20 and set(figures["baselines"]) == {"vader", "lr_frozen_embeddings"}
+
+
+def test_todays_news_test_part_and_per_asset_figures_hold(model: SentimentModel) -> None:
+    """The news corpus's test part (never trained on) and the multi-asset headlines: a broken delta, tokenizer or
+    per-asset input lands far below the figures in models/MODEL_CARD.md."""
+    from models.sentiment.data import NEWS_TEST, read_labelled_csv
+    from models.sentiment.report import per_asset
+
+    rows = read_labelled_csv(NEWS_TEST)
+    report = classification_report([r.label for r in rows], [p.label for p in model.predict([r.text for r in rows])])
+    assert report["macro_f1"] >= 0.64, report
+    assets = per_asset(model)["all"]
+    assert assets["asset_labels"] >= 1000
+    assert assets["per_asset"]["macro_f1"] >= assets["headline_label_for_every_asset"]["macro_f1"] - 0.01, assets
+
+
+def test_full_report_from_one_command_without_the_corpora(tmp_path: Path) -> None:
+    # the previous model is compared when its git revision is there; left out here to keep the test short
+    absent = ["--cryptolin", str(tmp_path / "no-cryptolin.csv"), "--previous", "no-such-revision"]
+    result = CliRunner().invoke(_cli(), ["sentiment", "eval", "--no-baselines", "--json", *absent])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert set(report["sets"]) == {"news_test", "feeds"}  # CryptoLin's held-out split needs the corpus
+    assert "skipped" in report["cryptolin_holdout"]
+    assert report["sets"]["news_test"]["shipped"]["n"] == 1359
+    assert set(report["per_asset"]) >= {"dev", "test", "all"}
+    assert report["tickers"]["dated_news_2024_2026"]["headlines"] == 400
+    assert "skipped" in report["tickers"]["dated_cryptolin_2018_2022"]
+    assert "news_test_macro_f1 >= 0.80" in report["goals"]
+    assert report["previous_model"] == "skipped: no weights at git revision no-such-revision"
+    from models.sentiment.report import format_full
+
+    text = format_full(report)
+    assert "per-asset sentiment" in text and "goals:" in text and "news_test (1359 headlines)" in text

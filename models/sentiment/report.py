@@ -31,7 +31,10 @@ GOALS = {"news_test_macro_f1": 0.80, "news_test_min_class_f1": 0.70, "cryptolin_
 def _previous_weights(revision: str, into: Path) -> Path | None:
     root = Path(__file__).resolve().parents[2]
     for name in ("sentiment-delta.safetensors", "sentiment-delta.json", "calibration.txt"):
-        out = subprocess.run(["git", "show", f"{revision}:{WEIGHTS_IN_GIT}/{name}"], cwd=root, capture_output=True)
+        try:
+            out = subprocess.run(["git", "show", f"{revision}:{WEIGHTS_IN_GIT}/{name}"], cwd=root, capture_output=True)
+        except OSError:  # no git here
+            return None
         if out.returncode != 0:
             return None
         (into / name).write_bytes(out.stdout)
@@ -61,16 +64,18 @@ def per_asset(model: Any) -> dict[str, Any]:
 
     name_of = get_tagger().name_of
     rows = [json.loads(line) for line in ASSETS_JSONL.read_text(encoding="utf-8").splitlines()]
+    pairs = [(r["split"], r["text"], t, v["label"]) for r in rows for t, v in r["tickers"].items()]
+    asked = _labels(model, [asset_text(name_of(t), text) for _, text, t, _ in pairs])
+    headline = dict(zip([r["text"] for r in rows], _labels(model, [r["text"] for r in rows]), strict=True))
     out: dict[str, Any] = {}
     for split in ("dev", "test", "all"):
-        part = [r for r in rows if split == "all" or r["split"] == split]
-        pairs = [(r["text"], t, v["label"]) for r in part for t, v in r["tickers"].items()]
-        gold = [g for _, _, g in pairs]
-        asked = _labels(model, [asset_text(name_of(t), text) for text, t, _ in pairs])
-        headline = dict(zip([r["text"] for r in part], _labels(model, [r["text"] for r in part]), strict=True))
-        out[split] = {"headlines": len(part), "asset_labels": len(pairs),
-                      "per_asset": _brief(classification_report(gold, asked)),
-                      "headline_label_for_every_asset": _brief(classification_report(gold, [headline[t] for t, _, _ in pairs]))}
+        keep = [i for i, p in enumerate(pairs) if split == "all" or p[0] == split]
+        gold = [pairs[i][3] for i in keep]
+        out[split] = {"headlines": sum(1 for r in rows if split == "all" or r["split"] == split),
+                      "asset_labels": len(keep),
+                      "per_asset": _brief(classification_report(gold, [asked[i] for i in keep])),
+                      "headline_label_for_every_asset": _brief(classification_report(
+                          gold, [headline[pairs[i][1]] for i in keep]))}
     out["note"] = "no multi-asset headline is trained on (the model learns per-asset questions from pairs of single-asset headlines)"
     return out
 
