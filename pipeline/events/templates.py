@@ -424,9 +424,9 @@ _CUE_PUSH = re.compile(
     r"\s+(?:[\w$.'()-]+\s+){0,3}?(?:to|toward|towards)\s+(?:the\s+)?$",
     re.I,
 )
-# "XRP price explosion to $5 in the cards", "explosive breakout to $5", "a $2 ride", "rally to $15 possible"
 # "cuts 2025 ether price target by 60% to $4,000", "raises its BTC target to $150K": a target is an upside level.
 _CUE_TARGET_TO = re.compile(r"\b(?:price\s+)?(?:target|forecast|prediction)s?\s+(?:by\s+[\d.]+%\s+)?to\s+$", re.I)
+# "XRP price explosion to $5 in the cards", "explosive breakout to $5", "rally to $15 possible"
 _CUE_NOMINAL = re.compile(
     r"\b(?:(?P<up>explosion|eruption|rally|surge|pump|run|rocket|moonshot|jump|breakout|spike|climb|rise|rebound"
     r"|recovery|upswing|liftoff)|(?P<down>crash|drop|fall|decline|slide|plunge|dump|correction|breakdown|dip))"
