@@ -80,12 +80,14 @@ class Clusterer:
         self._order.insert(at, len(self.items) - 1)
 
     def scores(self, item: Item, candidates: Sequence[int]) -> np.ndarray:
+        """Similarities to ``candidates`` (exact for those that can reach the threshold)."""
         idx = np.asarray(candidates, dtype=np.int64)
         text = np.stack([self._text[i] for i in idx]) @ item.text_vec
         title = np.stack([self._title[i] for i in idx]) @ item.title_vec
         s = W_TEXT * text + W_TITLE * title
-        for k, i in enumerate(idx):
-            other = self.items[i]
+        # the rules move a score by at most NUMBER_BONUS up: candidates further below cannot reach the threshold
+        for k in np.flatnonzero(s >= self.threshold - NUMBER_BONUS):
+            other = self.items[idx[k]]
             if item.numbers & other.numbers:
                 s[k] += NUMBER_BONUS
             elif item.title_numbers and other.title_numbers and not item.title_numbers & other.title_numbers:
