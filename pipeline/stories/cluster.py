@@ -61,8 +61,8 @@ class Clusterer:
     threshold: float = THRESHOLD
     items: list[Item] = field(default_factory=list)
     story_of: list[str] = field(default_factory=list)
-    _text: list[np.ndarray] = field(default_factory=list)
-    _title: list[np.ndarray] = field(default_factory=list)
+    _text: np.ndarray | None = None  # one row per item (capacity doubles): a candidate set is one fancy index
+    _title: np.ndarray | None = None
     _times: list[datetime] = field(default_factory=list)  # sorted: a late article (re-dated, slow feed) fits in
     _order: list[int] = field(default_factory=list)  # item indices in the order of _times
 
@@ -73,17 +73,25 @@ class Clusterer:
     def _append(self, item: Item, sid: str) -> None:
         self.items.append(item)
         self.story_of.append(sid)
-        self._text.append(item.text_vec)
-        self._title.append(item.title_vec)
+        n = len(self.items)
+        if self._text is None or self._title is None or n > len(self._text):
+            cap = max(1024, 2 * n)
+            text = np.zeros((cap, len(item.text_vec)), dtype=np.float32)
+            title = np.zeros((cap, len(item.title_vec)), dtype=np.float32)
+            if self._text is not None and self._title is not None:
+                text[: n - 1], title[: n - 1] = self._text[: n - 1], self._title[: n - 1]
+            self._text, self._title = text, title
+        self._text[n - 1], self._title[n - 1] = item.text_vec, item.title_vec
         at = bisect.bisect_right(self._times, item.published_at)
         self._times.insert(at, item.published_at)
         self._order.insert(at, len(self.items) - 1)
 
     def scores(self, item: Item, candidates: Sequence[int]) -> np.ndarray:
         """Similarities to ``candidates`` (exact for those that can reach the threshold)."""
+        assert self._text is not None and self._title is not None
         idx = np.asarray(candidates, dtype=np.int64)
-        text = np.stack([self._text[i] for i in idx]) @ item.text_vec
-        title = np.stack([self._title[i] for i in idx]) @ item.title_vec
+        text = self._text[idx] @ item.text_vec
+        title = self._title[idx] @ item.title_vec
         s = W_TEXT * text + W_TITLE * title
         # the rules move a score by at most NUMBER_BONUS up: candidates further below cannot reach the threshold
         for k in np.flatnonzero(s >= self.threshold - NUMBER_BONUS):
