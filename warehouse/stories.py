@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import duckdb
+import polars as pl
 
 NEW_SQL = """
 SELECT a.id, a.published_at, a.title, a.summary, coalesce(a.tickers, []::VARCHAR[])
@@ -16,8 +17,8 @@ ORDER BY a.published_at, a.id
 
 # The grouped articles whose publication time is within reach of the new ones, with what the grouping compares.
 RECENT_SQL = """
-SELECT s.article_id, s.published_at, s.story_id, e.text_vec, e.title_vec, coalesce(a.tickers, []::VARCHAR[]),
-       e.numbers, e.title_numbers
+SELECT s.article_id, s.published_at, s.story_id, e.text_vec, e.title_vec,
+       coalesce(a.tickers, []::VARCHAR[]) AS tickers, e.numbers, e.title_numbers
 FROM story_articles s JOIN article_embeddings e ON e.article_id = s.article_id JOIN articles a ON a.id = s.article_id
 WHERE s.published_at >= ? AND s.published_at <= ?
 ORDER BY s.published_at, s.article_id
@@ -59,23 +60,38 @@ def save_embeddings(con: duckdb.DuckDBPyConnection, rows: list[tuple[Any, ...]],
     )
 
 
-def recent(con: duckdb.DuckDBPyConnection, lo: datetime, hi: datetime) -> list[tuple[Any, ...]]:
-    return con.execute(RECENT_SQL, [lo, hi]).fetchall()
+def _frame(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any]) -> pl.DataFrame:
+    frame = pl.from_arrow(con.sql(sql, params=params).to_arrow_table())
+    assert isinstance(frame, pl.DataFrame)
+    return frame
 
 
-def embeddings(con: duckdb.DuckDBPyConnection, ids: list[str]) -> dict[str, tuple[Any, ...]]:
-    rows = con.execute(
-        "SELECT article_id, text_vec, title_vec, numbers, title_numbers FROM article_embeddings "
-        "WHERE article_id IN (SELECT unnest(?::VARCHAR[]))", [ids],
-    ).fetchall()
-    return {r[0]: r[1:] for r in rows}
+# Frames, not tuples: a thousand vectors come out of DuckDB as Arrow columns far faster than as Python lists.
+def recent(con: duckdb.DuckDBPyConnection, lo: datetime, hi: datetime) -> pl.DataFrame:
+    """Columns: article_id, published_at, story_id, text_vec, title_vec, tickers, numbers, title_numbers."""
+    return _frame(con, RECENT_SQL, [lo, hi])
+
+
+def embeddings(con: duckdb.DuckDBPyConnection, ids: list[str]) -> pl.DataFrame:
+    """The stored embeddings of ``ids``, in the order of ``ids``."""
+    return _frame(
+        con, "SELECT e.article_id, e.text_vec, e.title_vec, e.numbers, e.title_numbers "
+        "FROM (SELECT unnest(?::VARCHAR[]) AS id, generate_subscripts(?::VARCHAR[], 1) AS k) w "
+        "JOIN article_embeddings e ON e.article_id = w.id ORDER BY w.k", [ids, ids],
+    )
 
 
 def save_assignments(con: duckdb.DuckDBPyConnection, rows: list[tuple[str, str, datetime]], now: datetime) -> int:
     """Insert ``(article_id, story_id, published_at)`` and recompute the stories they touched; returns how many."""
     if not rows:
         return 0
-    con.executemany("INSERT INTO story_articles VALUES (?, ?, ?, ?)", [(*r, now) for r in rows])
+    frame = pl.DataFrame(rows, schema={"article_id": pl.String, "story_id": pl.String, "published_at": pl.Datetime("us")},
+                         orient="row")
+    con.register("_assigned", frame.to_arrow())
+    try:
+        con.execute("INSERT INTO story_articles SELECT article_id, story_id, published_at, ? FROM _assigned", [now])
+    finally:
+        con.unregister("_assigned")
     con.execute("CREATE OR REPLACE TEMP TABLE _touched AS SELECT DISTINCT unnest(?::VARCHAR[]) AS story_id",
                 [[r[1] for r in rows]])
     con.execute(STORIES_SQL, [now])

@@ -10,6 +10,7 @@ from typing import Any
 
 import duckdb
 import numpy as np
+import polars as pl
 
 from pipeline.stories.cluster import Clusterer, Item
 from pipeline.stories.features import ENCODER_VERSION, embed, numbers, story_text
@@ -28,10 +29,18 @@ class StoriesReport:
     stories: int  # stories afterwards
 
 
-def _item(article_id: str, at: datetime, tickers: list[str], vecs: tuple[Any, ...]) -> Item:
-    text, title, nums, title_nums = vecs
-    return Item(article_id, at, np.asarray(text, dtype=np.float32), np.asarray(title, dtype=np.float32),
-                frozenset(tickers), frozenset(nums), frozenset(title_nums))
+def _matrix(frame: pl.DataFrame, column: str) -> np.ndarray:
+    if frame.height == 0:
+        return np.zeros((0, 0), dtype=np.float32)
+    return frame[column].explode().to_numpy().astype(np.float32).reshape(frame.height, -1)
+
+
+def _items(frame: pl.DataFrame, times: list[datetime], tickers: list[list[str]]) -> list[Item]:
+    text, title = _matrix(frame, "text_vec"), _matrix(frame, "title_vec")
+    return [Item(aid, at, text[k], title[k], frozenset(tk), frozenset(nums), frozenset(tnums))
+            for k, (aid, at, tk, nums, tnums) in enumerate(zip(
+                frame["article_id"].to_list(), times, tickers, frame["numbers"].to_list(),
+                frame["title_numbers"].to_list(), strict=True))]
 
 
 def refresh_stories(con: duckdb.DuckDBPyConnection, embed_fn: Embed = embed, encoder: str = ENCODER_VERSION,
@@ -57,10 +66,12 @@ def refresh_stories(con: duckdb.DuckDBPyConnection, embed_fn: Embed = embed, enc
         if new:
             lo, hi = ws.reach(c.window, new[0][1], new[-1][1])
             seed = ws.recent(con, lo, hi)
-            c.seed([_item(r[0], r[1], r[5], r[3:5] + r[6:8]) for r in seed], [r[2] for r in seed])
-            seeded = len(seed)
+            c.seed(_items(seed, seed["published_at"].to_list(), seed["tickers"].to_list()), seed["story_id"].to_list())
+            seeded = seed.height
             vecs = ws.embeddings(con, [r[0] for r in new])
-            assigned = [(r[0], c.add(_item(r[0], r[1], r[4], vecs[r[0]])), r[1]) for r in new]
+            assert vecs.height == len(new), "every new article has a stored embedding"
+            items = _items(vecs, [r[1] for r in new], [r[4] for r in new])
+            assigned = [(it.id, c.add(it), it.published_at) for it in items]
             touched = ws.save_assignments(con, assigned, now)
         count = con.execute("SELECT count(*) FROM stories").fetchall()[0][0]
     return StoriesReport(len(new), len(todo), seeded, touched, int(count))
