@@ -4,7 +4,7 @@ In the spirit of GitHub's GraphQL cost: what a request may return, not what it h
 
     cost = 0    when the operation selects nothing but `usage` (and `__typename`)
     cost = 1                                   base, once per request
-         + sum over connection fields (`cryptoNews`, `predictionEvents`) of the nodes requested:
+         + sum over connection fields (`cryptoNews`, `predictionEvents`, `stories`) of the nodes requested:
                (`first` or `last`, default 10) x the nodes requested by the enclosing connections (nesting)
          + 1 per list field (`newsSources`, `newsTopics`, `tickers`) and per `__schema` / `__type`
          + for `assetSentiment`, the buckets its range may hold (``warehouse.trends.max_buckets``: the range's own

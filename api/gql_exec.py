@@ -51,8 +51,10 @@ from warehouse.read import (
     NewsFilters,
     PageRequest,
     SnapshotReader,
+    StoryFilters,
     decode_event_cursor,
     decode_news_cursor,
+    decode_story_cursor,
 )
 
 log = logging.getLogger("cryptowire.api")
@@ -110,8 +112,20 @@ def parse_news_args(args: dict[str, Any]) -> tuple[PageRequest, NewsFilters]:
     filters = NewsFilters(
         tickers=_values(args, "tickers"), topics=_values(args, "topics"), sentiment=args.get("sentiment"),
         sources=_values(args, "sources"), since=args.get("since"), until=args.get("until"), search=search or None,
+        collapse_stories=bool(args.get("collapseStories")),
     )
     return _page(args, decode_news_cursor), filters
+
+
+def parse_story_args(args: dict[str, Any]) -> tuple[PageRequest, StoryFilters]:
+    min_sources = args.get("minSources")
+    if min_sources is not None and not 1 <= min_sources <= 1000:
+        raise _bad(f"`minSources` must be from 1 to 1000 (got {min_sources})")
+    filters = StoryFilters(
+        tickers=_values(args, "tickers"), topics=_values(args, "topics"), since=args.get("since"),
+        until=args.get("until"), min_sources=min_sources,
+    )
+    return _page(args, decode_story_cursor), filters
 
 
 def parse_event_args(args: dict[str, Any]) -> tuple[PageRequest, EventFilters]:
@@ -173,6 +187,13 @@ def run_news(ctx: Context, parsed: tuple[PageRequest, NewsFilters], need_page_in
     return _connection(page, ctx.reader.news_cursor)
 
 
+def run_stories(ctx: Context, parsed: tuple[PageRequest, StoryFilters], need_page_info: bool = True) -> dict[str, Any]:
+    assert ctx.reader is not None
+    req, filters = parsed
+    page = ctx.reader.stories_page(req, filters, need_next=need_page_info, need_previous=need_page_info)
+    return _connection(page, ctx.reader.news_cursor)
+
+
 def run_events(ctx: Context, parsed: tuple[PageRequest, EventFilters], need_page_info: bool = True) -> dict[str, Any]:
     assert ctx.reader is not None
     req, filters = parsed
@@ -223,6 +244,7 @@ class RootField:
 ROOTS: dict[str, RootField] = {
     "cryptoNews": RootField(run_news, parse_news_args),
     "predictionEvents": RootField(run_events, parse_event_args),
+    "stories": RootField(run_stories, parse_story_args),
     "assetSentiment": RootField(run_sentiment, parse_sentiment_args),
     "trendingTickers": RootField(_trending("tickers"), parse_trending_args),
     "trendingTopics": RootField(_trending("topics"), parse_trending_args),
@@ -309,7 +331,7 @@ def plan_operation(
             continue
         args = get_argument_values(QUERY_TYPE.fields[name], nodes[0], variables)
         need = False
-        if name in ("cryptoNews", "predictionEvents"):
+        if name in ("cryptoNews", "predictionEvents", "stories"):
             conn_type = QUERY_TYPE.fields[name].type.of_type
             sub = collect_sub_fields(SCHEMA, prepared.fragments, variables, conn_type, nodes)
             need = any(n[0].name.value == "pageInfo" for n in sub.values())

@@ -113,6 +113,18 @@ TickerSentiment = GraphQLObjectType(
                 "positive for BTC and negative for ETH.",
 )
 
+StorySummary = GraphQLObjectType(
+    "StorySummary",
+    {
+        "id": GraphQLField(_nn(GraphQLID), description="`st_` and 20 letters or digits; stable as articles join."),
+        "title": GraphQLField(_nn(GraphQLString), description="The title of the story's earliest article."),
+        "articleCount": GraphQLField(_nn(GraphQLInt)),
+        "sourceCount": GraphQLField(_nn(GraphQLInt), description="Distinct sources that reported it."),
+        "firstSeen": GraphQLField(_nn(DateTime), description="Publication time of its earliest article."),
+    },
+    description="The story an article belongs to: articles from different sources reporting the same news.",
+)
+
 News = GraphQLObjectType(
     "News",
     {
@@ -132,6 +144,8 @@ News = GraphQLObjectType(
         "newsUrl": GraphQLField(GraphQLString),
         "imageUrl": GraphQLField(GraphQLString),
         "date": GraphQLField(_nn(DateTime), description="Publication time (UTC)."),
+        "story": GraphQLField(StorySummary, description="Its story; null in snapshots published before stories, "
+                              "and for an article not grouped yet."),
     },
     description="A news article.",
 )
@@ -142,6 +156,31 @@ NewsEdge = GraphQLObjectType(
 NewsConnection = GraphQLObjectType(
     "NewsConnection",
     {"pageInfo": GraphQLField(_nn(PageInfo)), "edges": GraphQLField(_nn(GraphQLList(_nn(NewsEdge))))},
+)
+
+Story = GraphQLObjectType(
+    "Story",
+    {
+        "id": GraphQLField(_nn(GraphQLID), description="`st_` and 20 letters or digits; stable as articles join."),
+        "title": GraphQLField(_nn(GraphQLString), description="The title of its earliest article."),
+        "firstSeen": GraphQLField(_nn(DateTime), description="Publication time of its earliest article."),
+        "lastSeen": GraphQLField(_nn(DateTime), description="Publication time of its latest article."),
+        "articleCount": GraphQLField(_nn(GraphQLInt)),
+        "sourceCount": GraphQLField(_nn(GraphQLInt), description="Distinct sources that reported it."),
+        "meanSentiment": GraphQLField(GraphQLFloat, description="Mean sentimentScore of its scored articles."),
+        "tickers": GraphQLField(_strings(), description="Tickers any of its articles names."),
+        "topics": GraphQLField(_strings()),
+        "articleIds": GraphQLField(_nn(GraphQLList(_nn(GraphQLID))), description="Its articles, earliest first."),
+    },
+    description="Articles from different sources (and re-posts within one) reporting the same news within 48 hours.",
+)
+
+StoryEdge = GraphQLObjectType(
+    "StoryEdge", {"node": GraphQLField(_nn(Story)), "cursor": GraphQLField(_nn(GraphQLString))}
+)
+StoryConnection = GraphQLObjectType(
+    "StoryConnection",
+    {"pageInfo": GraphQLField(_nn(PageInfo)), "edges": GraphQLField(_nn(GraphQLList(_nn(StoryEdge))))},
 )
 
 PredictionEvent = GraphQLObjectType(
@@ -292,8 +331,24 @@ Query = GraphQLObjectType(
                 "since": GraphQLArgument(DateTime, description="Published at or after."),
                 "until": GraphQLArgument(DateTime, description="Published at or before."),
                 "search": GraphQLArgument(GraphQLString, description="Case-insensitive text in title or text."),
+                "collapseStories": GraphQLArgument(
+                    GraphQLBoolean, default_value=False,
+                    description="One article per story (its earliest), so a story told by ten sources is listed once.",
+                ),
             },
             description="News, newest first.",
+        ),
+        "stories": GraphQLField(
+            _nn(StoryConnection),
+            args={
+                **_page_args(),
+                "tickers": GraphQLArgument(_string_list(), description="Stories naming any of these tickers."),
+                "topics": GraphQLArgument(_string_list(), description="Stories with any of these topics."),
+                "since": GraphQLArgument(DateTime, description="First seen at or after."),
+                "until": GraphQLArgument(DateTime, description="First seen at or before."),
+                "minSources": GraphQLArgument(GraphQLInt, description="Reported by at least this many sources."),
+            },
+            description="Stories, newest (firstSeen) first.",
         ),
         "predictionEvents": GraphQLField(
             _nn(PredictionEventConnection),

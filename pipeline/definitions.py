@@ -10,6 +10,7 @@ from pipeline.assets.events import asset_reference_prices, prediction_events
 from pipeline.assets.ingest import raw_articles
 from pipeline.assets.sentiment import asset_sentiment
 from pipeline.assets.serving import serving_snapshot
+from pipeline.assets.stories import stories
 from pipeline.automation import (
     automation_sensor,
     backfill_articles_job,
@@ -25,7 +26,7 @@ from pipeline.resources import FeedsResource, SnapshotsResource, WarehouseResour
 from warehouse.config import Settings, get_settings
 
 ALL_ASSETS = [raw_articles, crypto_assets, articles, asset_reference_prices, prediction_events, asset_sentiment,
-              serving_snapshot]
+              stories, serving_snapshot]
 
 
 

@@ -15,6 +15,8 @@ TABLES = (
     "prediction_events",
     "prediction_event_sources",
     "asset_sentiment",
+    "stories",
+    "story_articles",
     "feed_fetches",
 )
 

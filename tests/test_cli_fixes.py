@@ -253,7 +253,7 @@ def test_status_reports_each_assets_own_outcome_in_a_failed_run(
     assert outcomes == {
         "crypto_assets": "materialized", "raw_articles": "failed", "articles": "skipped",
         "asset_reference_prices": "materialized", "prediction_events": "skipped", "asset_sentiment": "skipped",
-        "serving_snapshot": "skipped",
+        "stories": "skipped", "serving_snapshot": "skipped",
     }
     assert {a["last_run"]["status"] for a in by_asset.values()} == {"FAILURE"}  # the whole run's status
     assert ISO_UTC.match(by_asset["crypto_assets"]["last_materialized"])

@@ -69,6 +69,11 @@ def test_materialize_sample_end_to_end_and_again(isolated_home: Path) -> None:
         assert labels == {"negative", "neutral", "positive"}
         assert con.execute("SELECT count(*) FROM prediction_events").fetchall()[0][0] > 0
         updated_before = con.execute("SELECT max(updated_at) FROM raw_articles").fetchall()[0][0]
+        # Stories: every article in exactly one; the sample's sources report some news together.
+        assert con.execute("SELECT count(*), count(DISTINCT article_id) FROM story_articles").fetchall()[0] == (
+            n_articles, n_articles)
+        assert con.execute("SELECT max(sources) FROM stories").fetchall()[0][0] >= 3
+        stories_before = con.execute("SELECT * EXCLUDE (updated_at) FROM stories ORDER BY id").fetchall()
     finally:
         con.close()
 
@@ -78,9 +83,11 @@ def test_materialize_sample_end_to_end_and_again(isolated_home: Path) -> None:
     assert by_asset["raw_articles"]["metadata"]["new"] == 0
     assert by_asset["raw_articles"]["metadata"]["updated"] == 0
     assert by_asset["articles"]["metadata"]["scored"] == 0
+    assert by_asset["stories"]["metadata"]["new"] == 0 and by_asset["stories"]["metadata"]["embedded"] == 0
     con = duckdb.connect(str(isolated_home / "warehouse.duckdb"), read_only=True)
     try:
         assert con.execute("SELECT max(updated_at) FROM raw_articles").fetchall()[0][0] == updated_before
+        assert con.execute("SELECT * EXCLUDE (updated_at) FROM stories ORDER BY id").fetchall() == stories_before
     finally:
         con.close()
 

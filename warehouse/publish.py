@@ -11,6 +11,9 @@ warehouse). Layout of a snapshot:
 - ``events``: the prediction events, sorted by ``created_at DESC`` (unique, millisecond precision) with ``pos``.
 - ``sentiment``: the warehouse's ``asset_sentiment`` (per ticker, hour and day buckets), sorted by ticker, grain
   and bucket start, so a series is a range the zone maps find.
+- ``stories``: the stories (articles reporting the same news), newest (``first_seen DESC, id DESC``) first with
+  ``pos``; ``news`` carries each article's ``story_id`` and story summary, and ``story_first`` for the story's
+  earliest article.
 - ``filter_values(kind, value)``: the lists behind ``newsSources``, ``newsTopics`` and ``tickers``.
 - ``snapshot_info``: one row: ``tag`` (random, identifies this file), creation time, row counts, format.
 
@@ -59,8 +62,19 @@ SELECT
     source_name,
     url AS news_url,
     image_url,
-    coalesce(ts.ticker_sentiments, []) AS ticker_sentiments
+    coalesce(ts.ticker_sentiments, []) AS ticker_sentiments,
+    sa.story_id,
+    st.story_title,
+    st.story_articles,
+    st.story_sources,
+    st.story_first_seen,
+    -- the story's earliest article (cryptoNews(collapseStories: true) lists only those); an article in no story
+    -- yet stands for itself
+    sa.story_id IS NULL OR row_number() OVER (PARTITION BY sa.story_id ORDER BY articles.published_at, articles.id) = 1 AS story_first
 FROM articles
+LEFT JOIN (SELECT article_id, story_id FROM story_articles) sa ON sa.article_id = articles.id
+LEFT JOIN (SELECT id AS sid, title AS story_title, articles AS story_articles, sources AS story_sources,
+                  first_seen AS story_first_seen FROM stories) st ON st.sid = sa.story_id
 LEFT JOIN (
     -- each ticker's own sentiment, in the order of `tickers` (most salient first)
     SELECT article_id, list(struct_pack(ticker := t.ticker, label := CASE lower(t.sentiment) WHEN 'positive' THEN 'Positive'
@@ -112,6 +126,18 @@ ORDER BY kind, value
 """
 
 
+STORIES_SQL = """
+CREATE TABLE {db}.stories AS
+SELECT
+    (row_number() OVER (ORDER BY s.first_seen DESC, s.id DESC) - 1)::BIGINT AS pos,
+    s.id, s.title, s.first_seen, s.last_seen, s.articles, s.sources, s.mean_sentiment, s.tickers, s.topics,
+    m.article_ids
+FROM stories s
+JOIN (SELECT story_id, list(article_id ORDER BY published_at, article_id) AS article_ids
+      FROM story_articles GROUP BY story_id) m ON m.story_id = s.id
+ORDER BY pos
+"""
+
 SENTIMENT_SQL = """
 CREATE TABLE {db}.sentiment AS
 SELECT ticker, grain, bucket_start, articles, positive, neutral, negative, scored, mean_score
@@ -159,6 +185,8 @@ def publish_snapshot(con: duckdb.DuckDBPyConnection, snapshots_dir: Path, keep: 
         con.execute(f"CREATE UNIQUE INDEX events_created_at ON {alias}.events (created_at)")
         con.execute(FILTER_VALUES_SQL.format(db=alias))
         con.execute(SENTIMENT_SQL.format(db=alias))
+        con.execute(STORIES_SQL.format(db=alias))
+        con.execute(f"CREATE UNIQUE INDEX stories_id ON {alias}.stories (id)")
         con.execute(
             f"""CREATE TABLE {alias}.snapshot_info AS SELECT
                 ?::VARCHAR AS tag, ?::TIMESTAMP AS created_at, ?::INTEGER AS format,

@@ -102,29 +102,35 @@ class NewsKey:
     pos: int | None = None
 
 
-def encode_news_cursor(published_us: int, article_id: str, tag: str, pos: int) -> str:
-    raw = f"n1:{published_us}:{article_id}:{tag}:{pos}".encode()
+def encode_news_cursor(published_us: int, article_id: str, tag: str, pos: int, version: str = "n1") -> str:
+    raw = f"{version}:{published_us}:{article_id}:{tag}:{pos}".encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def decode_news_cursor(text: str) -> NewsKey:
+def decode_news_cursor(text: str, version: str = "n1", what: str = "news") -> NewsKey:
     """A news cursor, or a plain ISO date/timestamp meaning "strictly older/newer than"."""
     if not isinstance(text, str) or not text or len(text) > 512:
-        raise CursorError("a news cursor is an endCursor/startCursor from a previous page, or an ISO date")
+        raise CursorError(f"a {what} cursor is an endCursor/startCursor from a previous page, or an ISO date")
     if text[:1].isdigit() and ("-" in text[:5]):
         inst = parse_instant(text)
         return NewsKey(inst.at)
     try:
+        expected = version
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode()
         version, us, article_id, tag, pos = raw.split(":", 4) if raw.count(":") == 4 else ("",) * 5
-        if version != "n1" or not _ID_RE.match(article_id) or not re.fullmatch(r"[0-9a-f]{1,16}", tag):
+        if version != expected or not _ID_RE.match(article_id) or not re.fullmatch(r"[0-9a-f]{1,16}", tag):
             raise ValueError
         return NewsKey(_from_us(int(us)), article_id, tag, int(pos))
     except (ValueError, binascii.Error, UnicodeDecodeError, OverflowError):
         raise CursorError(
-            f"{_echo(text)} is not a valid news cursor: pass an endCursor/startCursor from a previous page "
+            f"{_echo(text)} is not a valid {what} cursor: pass an endCursor/startCursor from a previous page "
             "or an ISO date such as 2024-12-01"
         ) from None
+
+
+def decode_story_cursor(text: str) -> NewsKey:
+    """A stories cursor (``s1:<first_seen µs>:<id>:<tag>:<pos>``, as news cursors) or a plain ISO date."""
+    return decode_news_cursor(text, "s1", "story")
 
 
 def decode_event_cursor(text: str) -> Instant:
@@ -158,6 +164,16 @@ class NewsFilters:
     since: Instant | None = None
     until: Instant | None = None
     search: str | None = None
+    collapse_stories: bool = False  # one article per story: its earliest
+
+
+@dataclass(frozen=True)
+class StoryFilters:
+    tickers: tuple[str, ...] | None = None
+    topics: tuple[str, ...] | None = None
+    since: Instant | None = None  # first_seen at or after
+    until: Instant | None = None
+    min_sources: int | None = None
 
 
 @dataclass(frozen=True)
@@ -188,6 +204,17 @@ EVENT_COLUMNS = (
     "source_url AS \"sourceUrl\", image_url AS \"imageUrl\", created_at AS \"createdAt\", date, "
     "options, tags, asset, kind, subject, comparator, threshold, currency, "
     "resolution_criteria AS \"resolutionCriteria\", resolution_source AS \"resolutionSource\""
+)
+STORY_COLUMNS = (
+    "pos, id, title, first_seen AS \"firstSeen\", last_seen AS \"lastSeen\", articles AS \"articleCount\", "
+    "sources AS \"sourceCount\", mean_sentiment AS \"meanSentiment\", tickers, topics, article_ids AS \"articleIds\""
+)
+NEWS_STORY_COLUMNS = (
+    ", story_id, story_title, story_articles, story_sources, story_first_seen"
+)
+NO_STORY_COLUMNS = (
+    ", NULL::VARCHAR AS story_id, NULL::VARCHAR AS story_title, NULL::INTEGER AS story_articles, "
+    "NULL::INTEGER AS story_sources, NULL::TIMESTAMP AS story_first_seen"
 )
 # Timestamps are formatted in Python, once per page: measured cheaper than strftime() in the query.
 
@@ -259,6 +286,17 @@ class SnapshotReader:
         ).fetchall()[0][0]
         self._news_columns = NEWS_COLUMNS + (', ticker_sentiments AS "tickerSentiments"' if has
                                              else ', []::STRUCT(ticker VARCHAR, label VARCHAR, score DOUBLE)[] AS "tickerSentiments"')
+        # ... and those published before stories have neither story columns nor a stories table: every article
+        # stands for itself there, and the list of stories is empty.
+        has = con.execute(
+            "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'news' AND column_name = 'story_id' "
+            "AND database_name = current_database()"
+        ).fetchall()[0][0]
+        self._has_stories = bool(has)
+        self._news_columns += NEWS_STORY_COLUMNS if has else NO_STORY_COLUMNS
+        self.counts["stories"] = (
+            int(con.execute("SELECT count(*) FROM stories").fetchall()[0][0]) if has else 0
+        )
 
     @classmethod
     def info(cls, con: duckdb.DuckDBPyConnection) -> tuple[str, int, int]:
@@ -328,29 +366,29 @@ class SnapshotReader:
 
     # ----------------------------------------------------------------------------------------- news
 
-    def _news_older_from(self, key: NewsKey) -> int:
+    def _news_older_from(self, key: NewsKey, table: str = "news", col: str = "published_at") -> int:
         """First position strictly older than ``key``."""
         if key.id is None:
-            return self._first_pos("news", "published_at < ?", [key.at])
-        p = self._news_pos(key)
+            return self._first_pos(table, f"{col} < ?", [key.at])
+        p = self._news_pos(key, table, col)
         if p is not None:
             return p + 1
-        return self._first_pos("news", "published_at <= ? AND (published_at < ? OR id < ?)", [key.at, key.at, key.id])
+        return self._first_pos(table, f"{col} <= ? AND ({col} < ? OR id < ?)", [key.at, key.at, key.id])
 
-    def _news_newer_until(self, key: NewsKey) -> int:
+    def _news_newer_until(self, key: NewsKey, table: str = "news", col: str = "published_at") -> int:
         """End (exclusive) of the rows strictly newer than ``key``."""
         if key.id is None:
-            return self._first_pos("news", "published_at <= ?", [key.at])
-        p = self._news_pos(key)
+            return self._first_pos(table, f"{col} <= ?", [key.at])
+        p = self._news_pos(key, table, col)
         if p is not None:
             return p
-        return self._first_pos("news", "published_at <= ? AND (published_at < ? OR id < ?)", [key.at, key.at, key.id])
+        return self._first_pos(table, f"{col} <= ? AND ({col} < ? OR id < ?)", [key.at, key.at, key.id])
 
-    def _news_pos(self, key: NewsKey) -> int | None:
+    def _news_pos(self, key: NewsKey, table: str = "news", col: str = "published_at") -> int | None:
         """The cursor row's position in this snapshot, if the row is here with the same time."""
-        if key.tag == self.tag and key.pos is not None and 0 <= key.pos < self.counts["news"]:
+        if key.tag == self.tag and key.pos is not None and 0 <= key.pos < self.counts[table]:
             return key.pos
-        rows = self.con.execute("SELECT pos, published_at FROM news WHERE id = ?", [key.id]).fetchall()
+        rows = self.con.execute(f"SELECT pos, {col} FROM {table} WHERE id = ?", [key.id]).fetchall()
         if rows and rows[0][1] == key.at:
             return int(rows[0][0])
         return None
@@ -391,6 +429,8 @@ class SnapshotReader:
             where.append("(title ILIKE ? ESCAPE '\\' OR text ILIKE ? ESCAPE '\\')")
             pattern = f"%{_escape_like(filters.search)}%"
             params += [pattern, pattern]
+        if filters.collapse_stories and self._has_stories:  # a row filter: pages and cursors work as for any other
+            where.append("story_first")
         page = self._page(
             "news", self._news_columns, [], req, lo, hi, flo, fhi, " AND ".join(where), params, need_next, need_previous
         )
@@ -398,6 +438,54 @@ class SnapshotReader:
             at = row["date"]
             row["_cursor"] = encode_news_cursor((at - EPOCH) // _US, row["id"], self.tag, row["pos"])
             row["date"] = iso_ms(at)
+            sid, first = row.pop("story_id"), row.pop("story_first_seen")
+            title, count, sources = row.pop("story_title"), row.pop("story_articles"), row.pop("story_sources")
+            row["story"] = None if sid is None or first is None else {
+                "id": sid, "title": title, "articleCount": count, "sourceCount": sources, "firstSeen": iso_ms(first),
+            }
+        return page
+
+    # ----------------------------------------------------------------------------------------- stories
+
+    def stories_page(
+        self, req: PageRequest, filters: StoryFilters = StoryFilters(), *, need_next: bool = True,
+        need_previous: bool = True,
+    ) -> Page:
+        """A page of stories, newest (first_seen) first; rows carry ``pos`` and ``_cursor``."""
+        key = ("stories", req, filters, need_next, need_previous)
+        return self.cache.get(key, lambda: self._stories_page(req, filters, need_next, need_previous), self.cache_only)
+
+    def _stories_page(self, req: PageRequest, filters: StoryFilters, need_next: bool, need_previous: bool) -> Page:
+        if not self._has_stories:
+            return Page([], False, False, [])
+        flo, fhi = 0, self.counts["stories"]
+        if filters.since is not None:
+            fhi = self._first_pos("stories", "first_seen < ?", [filters.since.at])
+        if filters.until is not None:
+            flo = self._first_pos("stories", "first_seen < ?", [filters.until.upper_exclusive()])
+        lo, hi = flo, fhi
+        if req.after is not None:
+            lo = max(lo, self._news_older_from(req.after, "stories", "first_seen"))
+        if req.before is not None:
+            hi = min(hi, self._news_newer_until(req.before, "stories", "first_seen"))
+        where, params = [], []
+        if filters.tickers:
+            where.append("list_has_any(tickers, ?)")
+            params.append([t.upper() for t in filters.tickers])
+        if filters.topics:
+            where.append("list_has_any(topics, ?)")
+            params.append([t.lower() for t in filters.topics])
+        if filters.min_sources:
+            where.append("sources >= ?")
+            params.append(int(filters.min_sources))
+        page = self._page(
+            "stories", STORY_COLUMNS, [], req, lo, hi, flo, fhi, " AND ".join(where), params, need_next, need_previous
+        )
+        for row in page.rows:
+            at = row["firstSeen"]
+            row["_cursor"] = encode_news_cursor((at - EPOCH) // _US, row["id"], self.tag, row["pos"], "s1")
+            row["firstSeen"] = iso_ms(at)
+            row["lastSeen"] = iso_ms(row["lastSeen"])
         return page
 
     @staticmethod

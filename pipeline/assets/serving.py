@@ -9,6 +9,7 @@ from pipeline.assets.enrich import articles
 from pipeline.assets.events import prediction_events
 from pipeline.assets.ingest import POOL
 from pipeline.assets.sentiment import asset_sentiment
+from pipeline.assets.stories import stories
 from pipeline.automation import EAGER
 from pipeline.resources import SnapshotsResource, WarehouseResource
 
@@ -16,7 +17,7 @@ from pipeline.resources import SnapshotsResource, WarehouseResource
 @dg.asset(
     group_name="serve",
     pool=POOL,
-    deps=[articles, prediction_events, asset_sentiment],
+    deps=[articles, prediction_events, asset_sentiment, stories],
     kinds={"duckdb"},
     automation_condition=EAGER,
     description="A new DuckDB file with the curated tables in serving order, published atomically; the API "

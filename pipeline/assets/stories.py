@@ -1,0 +1,29 @@
+"""Stories: articles reporting the same news grouped across sources, kept incrementally."""
+
+import dagster as dg
+
+from pipeline.assets.enrich import articles
+from pipeline.assets.ingest import POOL
+from pipeline.automation import EAGER
+from pipeline.resources import WarehouseResource
+
+
+@dg.asset(
+    group_name="derive",
+    pool=POOL,
+    deps=[articles],
+    kinds={"duckdb"},
+    automation_condition=EAGER,
+    description="Articles from different sources (and re-posts within one) that report the same news within 48 h, "
+    "grouped into stories (`stories`, `story_articles`; embeddings kept in `article_embeddings`). Incremental: "
+    "only new articles are embedded and compared, with the stories of the window around them.",
+)
+def stories(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
+    from pipeline.stories.refresh import refresh_stories
+
+    with warehouse.connect() as con:
+        report = refresh_stories(con)
+    context.log.info(f"{report.new} new articles ({report.embedded} embedded) against {report.seeded} in the "
+                     f"window: {report.touched} stories created or grown, {report.stories} in all")
+    return dg.MaterializeResult(metadata={"new": report.new, "embedded": report.embedded, "seeded": report.seeded,
+                                          "touched": report.touched, "stories": report.stories})

@@ -1,0 +1,43 @@
+"""What the grouping compares: the encoder's embedding of the title and the start of the summary, the tickers,
+and the numbers an article states (amounts, percentages, prices)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+SUMMARY_CHARS = 300  # the lede: later sentences drift into background that many unrelated stories share
+MAX_TOKENS = 96
+ENCODER_VERSION = f"all-MiniLM-L6-v2:mean-l2:title+{SUMMARY_CHARS}:{MAX_TOKENS}"
+
+_NUM = re.compile(r"(?<![\w.])\$?(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)\s*(%|percent|k\b|m\b|b\b|million|billion|trillion)?",
+                  re.IGNORECASE)
+_SCALE = {"k": 1e3, "m": 1e6, "million": 1e6, "b": 1e9, "billion": 1e9, "trillion": 1e12}
+
+
+def story_text(title: str, summary: str | None) -> str:
+    return f"{title.strip()}. {(summary or '').strip()[:SUMMARY_CHARS]}"
+
+
+def numbers(text: str) -> frozenset[str]:
+    """Salient numbers, normalised (``$1.2 billion`` and ``1,200 million`` are one number): small counts and
+    years are left out, they say little about which news it is."""
+    out = set()
+    for m in _NUM.finditer(text):
+        raw, unit = m.group(1), (m.group(2) or "").lower()
+        value = float(raw.replace(",", ""))
+        if unit in ("%", "percent"):
+            out.add(f"{value:g}%")
+            continue
+        value *= _SCALE.get(unit, 1.0)
+        if value < 100 or (1990 <= value <= 2035 and not unit and "," not in raw):
+            continue
+        out.add(f"{float(f'{value:.3g}'):g}")
+    return frozenset(out)
+
+
+def embed(texts: list[str]) -> Any:
+    """Embeddings (float32, L2-normalised rows) of ``story_text`` strings with the packaged encoder."""
+    from models.sentiment.evaluate import frozen_embeddings
+
+    return frozen_embeddings(texts, max_tokens=MAX_TOKENS).astype("float32")

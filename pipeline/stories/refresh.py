@@ -1,0 +1,77 @@
+"""Bringing stories up to date: the new articles (in no story yet) are embedded once and grouped, in publication
+order, against the stories with an article in the window around them; nothing older is read."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import duckdb
+import numpy as np
+import polars as pl
+
+from pipeline.stories.cluster import Clusterer, Item
+from pipeline.stories.features import ENCODER_VERSION, embed, numbers, story_text
+from warehouse import stories as ws
+from warehouse.db import transaction, utcnow
+
+Embed = Callable[[list[str]], Any]
+
+
+@dataclass
+class StoriesReport:
+    new: int  # articles grouped by this run
+    embedded: int  # embeddings computed (others were stored already)
+    seeded: int  # grouped articles of the window compared with
+    touched: int  # stories created or grown
+    stories: int  # stories afterwards
+
+
+def _matrix(frame: pl.DataFrame, column: str) -> np.ndarray:
+    if frame.height == 0:
+        return np.zeros((0, 0), dtype=np.float32)
+    return frame[column].explode().to_numpy().astype(np.float32).reshape(frame.height, -1)
+
+
+def _items(frame: pl.DataFrame, times: list[datetime], tickers: list[list[str]]) -> list[Item]:
+    text, title = _matrix(frame, "text_vec"), _matrix(frame, "title_vec")
+    return [Item(aid, at, text[k], title[k], frozenset(tk), frozenset(nums), frozenset(tnums))
+            for k, (aid, at, tk, nums, tnums) in enumerate(zip(
+                frame["article_id"].to_list(), times, tickers, frame["numbers"].to_list(),
+                frame["title_numbers"].to_list(), strict=True))]
+
+
+def refresh_stories(con: duckdb.DuckDBPyConnection, embed_fn: Embed = embed, encoder: str = ENCODER_VERSION,
+                    now: datetime | None = None, clusterer: Clusterer | None = None) -> StoriesReport:
+    now = now or utcnow()
+    new = ws.new_articles(con)
+    todo = ws.missing_embeddings(con, [r[0] for r in new], encoder)
+    if todo:  # outside the grouping transaction: computing them is the slow part, and they stay valid
+        want = set(todo)
+        rows = [r for r in new if r[0] in want]
+        text = embed_fn([story_text(r[2], r[3]) for r in rows])
+        title = embed_fn([r[2] for r in rows])
+        with transaction(con):
+            ws.save_embeddings(con, [
+                (r[0], [float(x) for x in text[k]], [float(x) for x in title[k]],
+                 sorted(numbers(story_text(r[2], r[3]))), sorted(numbers(r[2])))
+                for k, r in enumerate(rows)
+            ], encoder, now)
+    c = clusterer or Clusterer()
+    seeded = 0
+    touched = 0
+    with transaction(con):
+        if new:
+            lo, hi = ws.reach(c.window, new[0][1], new[-1][1])
+            seed = ws.recent(con, lo, hi)
+            c.seed(_items(seed, seed["published_at"].to_list(), seed["tickers"].to_list()), seed["story_id"].to_list())
+            seeded = seed.height
+            vecs = ws.embeddings(con, [r[0] for r in new])
+            assert vecs.height == len(new), "every new article has a stored embedding"
+            items = _items(vecs, [r[1] for r in new], [r[4] for r in new])
+            assigned = [(it.id, c.add(it), it.published_at) for it in items]
+            touched = ws.save_assignments(con, assigned, now)
+        count = con.execute("SELECT count(*) FROM stories").fetchall()[0][0]
+    return StoriesReport(len(new), len(todo), seeded, touched, int(count))

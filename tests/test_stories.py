@@ -1,0 +1,234 @@
+"""Stories: the incremental grouping on real-looking articles with the packaged encoder, in a real warehouse file;
+stable ids; the snapshot tables; `stories`, `News.story` and `cryptoNews(collapseStories:)` over a real server;
+and a snapshot published before stories still serving."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import httpx
+import numpy as np
+import pytest
+
+from api.access import StaticKeys
+from api.app import create_app
+from api.cost import query_cost
+from api.gql_documents import DocumentCache
+from api.gql_exec import coerce_variables
+from pipeline.stories.cluster import Clusterer, Item, story_id
+from pipeline.stories.refresh import refresh_stories
+from tests.support.apiserver import ApiServer
+from tests.support.newsdata import Data, write
+from warehouse.config import Settings
+from warehouse.db import connect
+from warehouse.publish import current_snapshot, publish_snapshot
+
+KEY = "k"
+T0 = datetime(2024, 5, 23, 20, 0)
+ID_RE = re.compile(r"^st_[A-Za-z0-9]{20}$")
+
+# One news told by four sources (one re-posting it), and unrelated news of the same days.
+ETF = [
+    ("CoinDesk", 0, "SEC Approves Spot Ether ETFs in Landmark Decision",
+     "The U.S. Securities and Exchange Commission approved 19b-4 filings for spot ether ETFs from eight issuers."),
+    ("Decrypt", 1, "SEC approves spot Ethereum ETFs from BlackRock, Fidelity and others",
+     "The Securities and Exchange Commission has approved applications to list spot Ethereum ETFs."),
+    ("The Block", 2, "SEC approves 19b-4 forms for spot Ethereum ETFs",
+     "The SEC approved the 19b-4 filings for eight spot ether exchange-traded funds on Thursday."),
+    ("Cointelegraph", 3, "BREAKING: SEC approves spot Ether ETFs",
+     "The United States Securities and Exchange Commission has approved 19b-4 filings for spot Ether ETFs."),
+    ("Decrypt", 5, "SEC approves spot Ethereum ETFs from BlackRock, Fidelity and others",
+     "The Securities and Exchange Commission has approved applications to list spot Ethereum ETFs (updated)."),
+]
+OTHER = [
+    ("CoinDesk", 4, "Solana DEX volume hits record as memecoin mania returns",
+     "Decentralized exchanges on Solana processed record volumes this week as memecoins surged."),
+    ("The Block", 6, "Mt. Gox moves $9 billion in bitcoin for the first time in five years",
+     "Wallets tied to the defunct exchange Mt. Gox moved 141,686 BTC on Tuesday."),
+    ("Cointelegraph", 7, "Ripple launches stablecoin pilot in Japan",
+     "Ripple said it will test a yen-pegged stablecoin with a Japanese bank."),
+]
+LATE = ("CryptoSlate", 9, "SEC greenlights spot Ether ETFs, trading expected within weeks",
+        "The SEC approved 19b-4 filings for spot Ether ETFs; the funds still need S-1 approval before trading.")
+
+
+def _article(i: int, source: str, hours: int, title: str, summary: str) -> dict[str, Any]:
+    return {"id": f"a_{i:016x}", "source_name": source, "url": f"https://news.example/{i}", "title": title,
+            "summary": summary, "image_url": None, "published_at": T0 + timedelta(hours=hours),
+            "sentiment": "positive", "sentiment_score": 0.2 * (i % 5), "tickers": ["ETH"] if "Eth" in title else [],
+            "topics": ["etf"] if "ETF" in title else ["markets"]}
+
+
+def articles() -> list[dict[str, Any]]:
+    return [_article(i, *row) for i, row in enumerate(ETF + OTHER)]
+
+
+def _stories(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    return dict(con.execute("SELECT article_id, story_id FROM story_articles").fetchall())
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("stories")
+    con = connect(home / "warehouse.duckdb")
+    try:
+        con.execute("BEGIN")
+        write(con, Data(articles(), []))
+        con.execute("COMMIT")
+        refresh_stories(con)
+        publish_snapshot(con, home / "snapshots")
+    finally:
+        con.close()
+    return home
+
+
+@pytest.fixture(scope="module")
+def server(home: Path) -> Iterator[ApiServer]:
+    with ApiServer(create_app(Settings(home=home, pdf_prewarm=False), access=StaticKeys([KEY]))) as srv:
+        yield srv
+
+
+def ok(srv: ApiServer, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
+    r = httpx.post(srv.url(f"/crypto-news/{KEY}"), json={"query": query, "variables": variables or {}}, timeout=30)
+    assert r.status_code == 200 and "errors" not in r.json(), r.text
+    return r.json()["data"]
+
+
+# --------------------------------------------------------------------------------------------- grouping
+
+
+def test_story_ids_have_the_documented_form() -> None:
+    assert ID_RE.match(story_id("a_1")) and story_id("a_1") == story_id("a_1") != story_id("a_2")
+
+
+def test_the_window_bounds_a_story() -> None:
+    v = np.ones(4, dtype=np.float32) / 2
+    c = Clusterer()
+    first = c.add(Item("x", T0, v, v))
+    assert c.add(Item("y", T0 + timedelta(hours=47), v, v)) == first
+    assert c.add(Item("z", T0 + timedelta(hours=200), v, v)) != first  # same words a week later: another story
+
+
+def test_sources_group_and_every_article_has_one_story(home: Path) -> None:
+    con = duckdb.connect(str(home / "warehouse.duckdb"), read_only=True)
+    try:
+        got = _stories(con)
+        n = con.execute("SELECT count(*) FROM articles").fetchall()[0][0]
+        assert len(got) == n  # every article in exactly one story (article_id is the key)
+        etf = {got[f"a_{i:016x}"] for i in range(len(ETF))}
+        assert len(etf) == 1, etf  # four sources and a re-post: one story
+        others = {got[f"a_{i:016x}"] for i in range(len(ETF), len(ETF) + len(OTHER))}
+        assert len(others) == len(OTHER) and not others & etf
+        row = con.execute("SELECT id, title, articles, sources, first_seen, last_seen FROM stories WHERE id = ?",
+                          [etf.pop()]).fetchall()[0]
+        assert row[0] == story_id("a_0000000000000000") and ID_RE.match(row[0])
+        assert row[1:4] == (ETF[0][2], 5, 4) and row[4] == T0 and row[5] == T0 + timedelta(hours=5)
+    finally:
+        con.close()
+
+
+def test_ids_are_stable_and_a_late_article_joins(tmp_path: Path) -> None:
+    con = connect(tmp_path / "warehouse.duckdb")
+    try:
+        con.execute("BEGIN")
+        write(con, Data(articles(), []))
+        con.execute("COMMIT")
+        refresh_stories(con)
+        before = _stories(con)
+        again = refresh_stories(con)  # a second materialization finds nothing to do and changes nothing
+        assert again.new == 0 and again.embedded == 0 and _stories(con) == before
+        con.execute("BEGIN")
+        write(con, Data([_article(len(ETF) + len(OTHER), *LATE)], []))
+        con.execute("COMMIT")
+        report = refresh_stories(con)
+        after = _stories(con)
+        assert report.new == 1 and report.embedded == 1 and report.touched == 1
+        assert {k: after[k] for k in before} == before  # nobody moved
+        assert after[f"a_{len(ETF) + len(OTHER):016x}"] == before["a_0000000000000000"]  # joined, id kept
+        assert con.execute("SELECT sources FROM stories WHERE id = ?", [before["a_0000000000000000"]]).fetchall() == [(5,)]
+        assert con.execute("SELECT count(*) FROM article_embeddings").fetchall()[0][0] == len(after)
+    finally:
+        con.close()
+
+
+# --------------------------------------------------------------------------------------------- API
+
+STORIES = """query S($n: Int, $after: String, $min: Int, $t: [String!]) {
+  stories(first: $n, after: $after, minSources: $min, tickers: $t) {
+    pageInfo { hasNextPage endCursor }
+    edges { cursor node { id title firstSeen lastSeen articleCount sourceCount meanSentiment tickers topics articleIds } }
+  }
+}"""
+NEWS = """query N($n: Int, $after: String, $c: Boolean) {
+  cryptoNews(first: $n, after: $after, collapseStories: $c) {
+    pageInfo { hasNextPage endCursor }
+    edges { node { id story { id title articleCount sourceCount firstSeen } } }
+  }
+}"""
+
+
+def _all(srv: ApiServer, query: str, field: str, variables: dict[str, Any]) -> list[dict[str, Any]]:
+    out, after = [], None
+    while True:
+        page = ok(srv, query, {**variables, "after": after})[field]
+        out += [e["node"] for e in page["edges"]]
+        if not page["pageInfo"]["hasNextPage"]:
+            return out
+        after = page["pageInfo"]["endCursor"]
+
+
+def test_stories_page_newest_first(server: ApiServer) -> None:
+    nodes = _all(server, STORIES, "stories", {"n": 2})
+    assert len(nodes) == 1 + len(OTHER)
+    assert [n["firstSeen"] for n in nodes] == sorted((n["firstSeen"] for n in nodes), reverse=True)
+    multi = _all(server, STORIES, "stories", {"n": 2, "min": 3})
+    assert [(n["articleCount"], n["sourceCount"], n["articleIds"][0]) for n in multi] == [(5, 4, "a_0000000000000000")]
+    assert multi[0]["meanSentiment"] == pytest.approx(sum(0.2 * i for i in range(5)) / 5)
+    assert [n["id"] for n in _all(server, STORIES, "stories", {"n": 5, "t": ["eth"]})] == [multi[0]["id"]]
+
+
+def test_news_carry_their_story_and_collapse_pages_once(server: ApiServer) -> None:
+    every = _all(server, NEWS, "cryptoNews", {"n": 3})
+    assert len(every) == len(ETF) + len(OTHER) and all(n["story"] and ID_RE.match(n["story"]["id"]) for n in every)
+    collapsed = _all(server, NEWS, "cryptoNews", {"n": 2, "c": True})
+    ids = [n["id"] for n in collapsed]
+    assert len(ids) == len(set(ids)) == 1 + len(OTHER)  # one per story, none twice across pages
+    assert "a_0000000000000000" in ids  # the story's earliest article stands for it
+    assert {n["story"]["id"] for n in collapsed} == {n["story"]["id"] for n in every}
+
+
+def test_stories_cost_like_other_connections() -> None:
+    def cost(query: str) -> int:
+        prepared = DocumentCache().get(query)
+        op = prepared.operation(None)
+        return query_cost(op, prepared.fragments, coerce_variables(op, {}))
+
+    assert cost("{ stories(first: 30) { edges { node { id } } } }") == 31
+    assert cost("{ stories { edges { node { id } } } }") == 11
+    assert cost("{ cryptoNews(first: 20, collapseStories: true) { edges { node { story { id } } } } }") == 21
+
+
+def test_a_snapshot_from_before_stories_still_serves(home: Path, tmp_path: Path) -> None:
+    old = tmp_path / "home"
+    (old / "snapshots").mkdir(parents=True)
+    src = current_snapshot(home / "snapshots")
+    assert src is not None
+    con = duckdb.connect(str(old / "snapshots" / src.name))
+    con.execute(f"ATTACH '{src}' AS s (READ_ONLY)")
+    for table in ("news", "events", "filter_values", "sentiment", "snapshot_info"):
+        drop = " EXCLUDE (story_id, story_title, story_articles, story_sources, story_first_seen, story_first)" \
+            if table == "news" else ""
+        con.execute(f"CREATE TABLE {table} AS SELECT *{drop} FROM s.{table}")
+    con.execute("CREATE UNIQUE INDEX news_id ON news (id)")
+    con.execute("DETACH s")
+    con.close()
+    (old / "snapshots" / "CURRENT").write_text(src.name + "\n")
+    with ApiServer(create_app(Settings(home=old, pdf_prewarm=False), access=StaticKeys([KEY]))) as srv:
+        nodes = _all(srv, NEWS, "cryptoNews", {"n": 3, "c": True})
+        assert len(nodes) == len(ETF) + len(OTHER) and all(n["story"] is None for n in nodes)
+        assert ok(srv, STORIES, {"n": 5})["stories"]["edges"] == []

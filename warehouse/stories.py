@@ -1,0 +1,105 @@
+"""The write side of stories (tables in ``migrations/0009_stories.sql``); the grouping itself is
+``pipeline.stories`` (it needs the encoder and numpy, which the warehouse package does not import)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import duckdb
+import polars as pl
+
+NEW_SQL = """
+SELECT a.id, a.published_at, a.title, a.summary, coalesce(a.tickers, []::VARCHAR[])
+FROM articles a ANTI JOIN story_articles s ON s.article_id = a.id
+ORDER BY a.published_at, a.id
+"""
+
+# The grouped articles whose publication time is within reach of the new ones, with what the grouping compares.
+RECENT_SQL = """
+SELECT s.article_id, s.published_at, s.story_id, e.text_vec, e.title_vec,
+       coalesce(a.tickers, []::VARCHAR[]) AS tickers, e.numbers, e.title_numbers
+FROM story_articles s JOIN article_embeddings e ON e.article_id = s.article_id JOIN articles a ON a.id = s.article_id
+WHERE s.published_at >= ? AND s.published_at <= ?
+ORDER BY s.published_at, s.article_id
+"""
+
+STORIES_SQL = """
+INSERT OR REPLACE INTO stories
+SELECT s.story_id, arg_min(a.title, (a.published_at, a.id)), min(a.published_at), max(a.published_at), count(*),
+       count(DISTINCT a.source_name), avg(a.sentiment_score),
+       coalesce(list_sort(list_distinct(flatten(list(coalesce(a.tickers, []::VARCHAR[]))))), []::VARCHAR[]),
+       coalesce(list_sort(list_distinct(flatten(list(coalesce(a.topics, []::VARCHAR[]))))), []::VARCHAR[]),
+       ?
+FROM story_articles s JOIN articles a ON a.id = s.article_id
+WHERE s.story_id IN (SELECT story_id FROM _touched)
+GROUP BY s.story_id
+"""
+
+
+def new_articles(con: duckdb.DuckDBPyConnection) -> list[tuple[Any, ...]]:
+    """Articles in no story yet, oldest first: ``(id, published_at, title, summary, tickers)``."""
+    return con.execute(NEW_SQL).fetchall()
+
+
+def missing_embeddings(con: duckdb.DuckDBPyConnection, ids: list[str], encoder: str) -> list[str]:
+    if not ids:
+        return []
+    rows = con.execute(
+        "SELECT unnest(?::VARCHAR[]) AS id EXCEPT SELECT article_id FROM article_embeddings WHERE encoder = ?",
+        [ids, encoder],
+    ).fetchall()
+    return sorted(r[0] for r in rows)
+
+
+def save_embeddings(con: duckdb.DuckDBPyConnection, rows: list[tuple[Any, ...]], encoder: str, now: datetime) -> None:
+    """``rows``: ``(article_id, text_vec, title_vec, numbers, title_numbers)``."""
+    con.executemany(
+        "INSERT OR REPLACE INTO article_embeddings VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [(r[0], encoder, r[1], r[2], r[3], r[4], now) for r in rows],
+    )
+
+
+def _frame(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any]) -> pl.DataFrame:
+    frame = pl.from_arrow(con.sql(sql, params=params).to_arrow_table())
+    assert isinstance(frame, pl.DataFrame)
+    return frame
+
+
+# Frames, not tuples: a thousand vectors come out of DuckDB as Arrow columns far faster than as Python lists.
+def recent(con: duckdb.DuckDBPyConnection, lo: datetime, hi: datetime) -> pl.DataFrame:
+    """Columns: article_id, published_at, story_id, text_vec, title_vec, tickers, numbers, title_numbers."""
+    return _frame(con, RECENT_SQL, [lo, hi])
+
+
+def embeddings(con: duckdb.DuckDBPyConnection, ids: list[str]) -> pl.DataFrame:
+    """The stored embeddings of ``ids``, in the order of ``ids``."""
+    return _frame(
+        con, "SELECT e.article_id, e.text_vec, e.title_vec, e.numbers, e.title_numbers "
+        "FROM (SELECT unnest(?::VARCHAR[]) AS id, generate_subscripts(?::VARCHAR[], 1) AS k) w "
+        "JOIN article_embeddings e ON e.article_id = w.id ORDER BY w.k", [ids, ids],
+    )
+
+
+def save_assignments(con: duckdb.DuckDBPyConnection, rows: list[tuple[str, str, datetime]], now: datetime) -> int:
+    """Insert ``(article_id, story_id, published_at)`` and recompute the stories they touched; returns how many."""
+    if not rows:
+        return 0
+    frame = pl.DataFrame(rows, schema={"article_id": pl.String, "story_id": pl.String, "published_at": pl.Datetime("us")},
+                         orient="row")
+    con.register("_assigned", frame.to_arrow())
+    try:
+        con.execute("INSERT INTO story_articles SELECT article_id, story_id, published_at, ? FROM _assigned", [now])
+    finally:
+        con.unregister("_assigned")
+    con.execute("CREATE OR REPLACE TEMP TABLE _touched AS SELECT DISTINCT unnest(?::VARCHAR[]) AS story_id",
+                [[r[1] for r in rows]])
+    con.execute(STORIES_SQL, [now])
+    touched = con.execute("SELECT count(*) FROM _touched").fetchall()[0][0]
+    con.execute("DROP TABLE _touched")
+    return int(touched)
+
+
+def reach(window: timedelta, first: datetime, last: datetime) -> tuple[datetime, datetime]:
+    """The publication times of grouped articles a batch of new articles spanning ``[first, last]`` can meet."""
+    return first - window, last + window
