@@ -21,8 +21,8 @@ def eval_command(
                                  "validation split; use with the CryptoLin CSV."),
     cryptolin: Path = typer.Option(None, "--cryptolin", help="CryptoLin's train.csv, the model's training data "
                                    "(default: ../shared/data/sentiment/cryptolin/train.csv beside the checkout)."),
-    previous: str = typer.Option("77a8940", "--previous", help="Git revision of the previous model's weights, "
-                                 "compared in the full report."),
+    previous: str = typer.Option(None, "--previous", help="Git revision of the previous model's weights, "
+                                 "compared in the full report (default: the last commit before the current model)."),
 ) -> None:
     """Evaluate the shipped sentiment model. With --data: one labelled CSV (accuracy, macro-F1, per-class
     figures, confusion matrix, throughput, two baselines). Without: the full report, in one run: the news
@@ -38,8 +38,11 @@ def eval_command(
         from models.sentiment.report import format_full, full_report
 
         try:
+            from models.sentiment.report import PREVIOUS_REVISION
+
             report = full_report(cryptolin or shared_sentiment_dir() / "cryptolin" / "train.csv",
-                                 cache_dir=get_settings().models_dir, previous=previous, baselines=baselines)
+                                 cache_dir=get_settings().models_dir, previous=previous or PREVIOUS_REVISION,
+                                 baselines=baselines)
         except (FileNotFoundError, ValueError, ModelLoadError) as exc:
             fail(str(exc))
             return
