@@ -30,6 +30,7 @@ system:
 	command -v pdftotext >/dev/null || missing="$$missing poppler-utils"; \
 	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
 	command -v wrk >/dev/null || missing="$$missing wrk"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    echo "installing system packages:$$missing"; \

@@ -74,6 +74,11 @@ class Settings(BaseSettings):
     )
     plans_file: Path | None = Field(default=None, description="Plans YAML overriding the bundled plans.yaml.")
     redis_url: str | None = Field(default=None, description="Share rate limits and counters via Redis (redis://...).")
+    database_url: str | None = Field(
+        default=None,
+        description="Postgres for the platform store and Dagster's instance (postgresql://...); unset: SQLite and "
+        "Dagster's own storage under the data home.",
+    )
     log_format: Literal["text", "json"] = Field(default="text", description="`text` or `json`.")
 
     # --- html-to-pdf -----------------------------------------------------------
