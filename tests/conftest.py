@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.httpserver import LocalServer
+from tests.support.servers import POSTGRES_MISSING, REDIS_MISSING, postgres_server, redis_server
 from warehouse.config import Settings, get_settings
 
 # Apps built by tests that do not render PDFs should not start Chromium in the background; the PDF tests
@@ -60,6 +61,24 @@ def sentiment_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def settings(data_home: Path) -> Settings:
     return get_settings()
+
+
+@pytest.fixture
+def postgres_url(tmp_path: Path) -> Iterator[str]:
+    """A real Postgres server of its own for this test (initdb + pg_ctl in tmp_path); skips where none is installed."""
+    if POSTGRES_MISSING:
+        pytest.skip(POSTGRES_MISSING)
+    with postgres_server(tmp_path / "postgres") as url:
+        yield url
+
+
+@pytest.fixture
+def redis_url_server(tmp_path: Path) -> Iterator[str]:
+    """A real redis-server of its own for this test; skips where none is installed."""
+    if REDIS_MISSING:
+        pytest.skip(REDIS_MISSING)
+    with redis_server(tmp_path / "redis") as url:
+        yield url
 
 
 @pytest.fixture

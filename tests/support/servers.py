@@ -1,0 +1,121 @@
+"""Real Postgres and Redis servers for tests: started in a temporary directory on a free port, torn down after.
+
+Postgres comes from Debian's ``postgresql`` package (``initdb`` + ``pg_ctl``; as root they run as the ``postgres``
+user, which refuses to start as root). Where a binary is missing, ``POSTGRES_MISSING`` / ``REDIS_MISSING`` say so and
+the tests that need it skip with that reason.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _pg_bindir() -> Path | None:
+    found = shutil.which("initdb")
+    if found:
+        return Path(os.path.realpath(found)).parent
+    versions = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(p.split("/")[4]))
+    return Path(versions[-1]).parent if versions else None
+
+
+PG_BINDIR = _pg_bindir()
+POSTGRES_MISSING = (
+    None if PG_BINDIR else "Postgres is not installed (Debian package postgresql; `make setup` installs it as root)"
+)
+REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
+REDIS_MISSING = (
+    None if Path(REDIS_SERVER).exists() else "redis-server is not installed (Debian package redis-server)"
+)
+
+
+def _as_postgres() -> dict[str, object]:
+    """Run as the ``postgres`` user when we are root (Postgres refuses root)."""
+    if os.geteuid() != 0:
+        return {}
+    pw = pwd.getpwnam("postgres")
+    return {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": []}
+
+
+@contextmanager
+def postgres_server(workdir: Path) -> Iterator[str]:
+    """A fresh Postgres cluster; yields its URL ``postgresql://postgres@127.0.0.1:PORT/postgres``."""
+    if PG_BINDIR is None:
+        raise RuntimeError(POSTGRES_MISSING)
+    workdir.mkdir(parents=True, exist_ok=True)
+    data = workdir / "pgdata"
+    sockdir = workdir / "pgsock"
+    sockdir.mkdir(exist_ok=True)
+    creds = _as_postgres()
+    if creds:
+        pw = pwd.getpwnam("postgres")
+        for p in (workdir, sockdir):
+            os.chown(p, pw.pw_uid, pw.pw_gid)
+        # the postgres user must be able to reach workdir through the tmp tree
+        for parent in workdir.parents:
+            if str(parent).startswith(("/tmp", "/var/tmp")) and parent != Path("/tmp"):
+                os.chmod(parent, os.stat(parent).st_mode | 0o011)
+    subprocess.run(
+        [str(PG_BINDIR / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"],
+        check=True, capture_output=True, **creds,  # type: ignore[arg-type]
+    )
+    port = free_port()
+    log = workdir / "postgres.log"
+    opts = f"-p {port} -k {sockdir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
+    subprocess.run(
+        [str(PG_BINDIR / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", opts, "-w", "-t", "60", "start"],
+        check=True, capture_output=True, **creds,  # type: ignore[arg-type]
+    )
+    try:
+        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run(
+            [str(PG_BINDIR / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"],
+            capture_output=True, **creds,  # type: ignore[arg-type]
+        )
+
+
+@contextmanager
+def redis_server(workdir: Path) -> Iterator[str]:
+    """A fresh redis-server without persistence; yields ``redis://127.0.0.1:PORT/0``."""
+    import redis
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    proc = subprocess.Popen(
+        [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+         "--dir", str(workdir)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+    client = redis.Redis.from_url(url)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                raise RuntimeError("redis-server did not start") from None
+            time.sleep(0.05)
+    try:
+        yield url
+    finally:
+        client.close()
+        proc.terminate()
+        proc.wait(10)
