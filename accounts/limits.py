@@ -20,6 +20,7 @@ from accounts.store import ChargeItem, Store, StoreUnavailable, Usage
 # Redis keeps per-day usage this long (the usage report looks back at most HISTORY_MAX_DAYS).
 HISTORY_MAX_DAYS = 90
 REDIS_USAGE_TTL = (HISTORY_MAX_DAYS + 10) * 86400
+REDIS_MAX_CONNECTIONS = 64  # per API process; each request holds one for a single script call
 
 
 class MeteringUnavailable(RuntimeError):
@@ -256,7 +257,13 @@ return used
 def redis_client(url: str) -> Any:
     import redis.asyncio as aioredis  # only needed when Redis is configured
 
-    return aioredis.Redis.from_url(url, decode_responses=True, socket_timeout=5, socket_connect_timeout=5)
+    # A blocking pool: a burst of more concurrent requests than connections waits for one (up to 5 s) instead
+    # of failing with MaxConnectionsError (redis-py's default pool refuses past 100 connections).
+    pool = aioredis.BlockingConnectionPool.from_url(
+        url, max_connections=REDIS_MAX_CONNECTIONS, timeout=5, decode_responses=True, socket_timeout=5,
+        socket_connect_timeout=5,
+    )
+    return aioredis.Redis.from_pool(pool)  # the client owns the pool: aclose() closes it
 
 
 async def _call(coro: Any) -> Any:
