@@ -145,11 +145,13 @@ class StoreCounters:
             while batch := self._pending.pop(loop, []):
                 try:
                     results = await asyncio.to_thread(self.store.charge_many, [item for item, _ in batch])
-                except BaseException as exc:  # nothing of this batch was committed
+                except Exception as exc:  # nothing of this batch was committed
                     self._settle(batch, None, exc)
-                    if not isinstance(exc, Exception):
-                        raise
                     continue
+                except BaseException:  # cancelled (shutdown): the waiting requests are cancelled too
+                    for _, fut in batch:
+                        fut.cancel()
+                    raise
                 self._settle(batch, results, None)
         finally:
             self._draining.discard(loop)

@@ -13,6 +13,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import httpx
 import pytest
 
 from accounts import APIS, StoreConfigError, build_access, open_store
@@ -20,7 +21,7 @@ from accounts.errors import ApiError
 from accounts.limits import StoreCounters
 from accounts.postgres import LATEST_VERSION, PostgresStore
 from accounts.sqlite import SqliteStore
-from tests.support.metered import DEFAULT_COST, metering_settings
+from tests.support.metered import DEFAULT_COST, MeteredProcess, metering_settings
 from tests.support.servers import free_port
 from warehouse.config import Settings
 
@@ -33,8 +34,7 @@ def today() -> str:
 
 def pg_settings(home: Path, url: str, plans: dict[str, tuple[int, float]] | None = None,
                 redis_url: str | None = None) -> Settings:
-    s = metering_settings(home, plans, redis_url=redis_url)
-    return s.model_copy(update={"database_url": url})
+    return metering_settings(home, plans, redis_url=redis_url, database_url=url)
 
 
 def cli_env(home: Path, url: str | None, **extra: str) -> dict[str, str]:
@@ -230,6 +230,32 @@ def test_postgres_down_refuses_with_503(tmp_path: Path, postgres_url: str) -> No
     asyncio.run(run(stop))
 
 
+@pytest.mark.slow
+def test_kill_9_of_an_api_process_on_postgres_loses_only_in_flight_and_never_double_charges(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    from tests.test_metering_crash import WORKERS, _hammer
+
+    settings = pg_settings(tmp_path / "home", postgres_url, {"bulk": (10**12, 100_000)})
+    store = PostgresStore(postgres_url)
+    key_id, key = store.create_key("crash", "bulk", ["news"])
+    srv = MeteredProcess(settings).start()
+    try:
+        ok, lost = asyncio.run(_hammer(srv, key, kill_after=300))
+    finally:
+        srv.stop()
+    assert srv.proc is not None and srv.proc.returncode == -9
+    used = store.used(key_id, today())
+    assert used % DEFAULT_COST == 0
+    charged = used // DEFAULT_COST
+    print(f"kill -9 on Postgres: answered {ok}, lost in flight {lost}, charged {charged}")
+    assert ok <= charged <= ok + WORKERS, (ok, lost, charged)
+    assert store.history(key_id, [today()])[today()]["news"] == (used, charged)
+    with MeteredProcess(settings) as again:  # a new process carries on from the same counts
+        assert httpx.get(again.url(f"/api/usage/{key}")).json()["today"]["cuUsedToday"] == used
+    store.close()
+
+
 # --- configuration and errors --------------------------------------------------------------------------------
 @pytest.mark.parametrize("url,says", [
     ("mysql://u@h/db", "must be a postgresql:// URL"),
@@ -241,12 +267,14 @@ def test_a_bad_or_unreachable_database_url_is_one_clear_line(tmp_path: Path, url
     with pytest.raises(StoreConfigError) as err:
         open_store(Settings(home=tmp_path, database_url=url))
     assert says in str(err.value) and "CRYPTOWIRE_DATABASE_URL" in str(err.value)
-    bad = cli(cli_env(tmp_path / "home", url.replace("nobody@", "nobody:s3cret@")), "keys", "list")
-    assert bad.returncode == 1
-    lines = bad.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and "CRYPTOWIRE_DATABASE_URL" in lines[0], bad.stderr
-    assert "s3cret" not in bad.stderr
-    assert "unset it" in lines[0]  # says what to do
+    env = cli_env(tmp_path / "home", url.replace("nobody@", "nobody:s3cret@"))
+    for command in (["keys", "list"], ["usage", "--json"], ["serve", "--port", str(free_port())]):
+        bad = cli(env, *command)
+        assert bad.returncode == 1, (command, bad.stdout, bad.stderr)
+        lines = bad.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: "), (command, bad.stderr)
+        assert "CRYPTOWIRE_DATABASE_URL" in lines[0] and "unset it" in lines[0]  # names it, says what to do
+        assert "s3cret" not in bad.stderr + bad.stdout
 
 
 def test_without_database_url_nothing_touches_postgres(tmp_path: Path) -> None:
