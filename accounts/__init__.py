@@ -24,47 +24,50 @@ dagster or torch), so the API and the CLI can both use it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from accounts.access import KEY_CACHE_SECONDS, MeteredAccess
-from accounts.apis import APIS, USAGE_API, Caller, Charge
-from accounts.limits import (
-    LocalRateLimiter,
-    RedisCounters,
-    RedisRateLimiter,
-    StoreCounters,
-    redis_client,
-)
-from accounts.plans import Plan, PlansError, load_plans
-from accounts.sqlite import PlatformStore, SqliteStore
-from accounts.store import KeyNotFound, Store, StoreConfigError, StoreUnavailable, open_store
+import importlib
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from accounts.access import KEY_CACHE_SECONDS, MeteredAccess
+    from accounts.apis import APIS, USAGE_API, Caller, Charge
+    from accounts.plans import Plan, PlansError, load_plans
+    from accounts.sqlite import PlatformStore, SqliteStore
+    from accounts.store import KeyNotFound, Store, StoreConfigError, StoreUnavailable, open_store
     from warehouse.config import Settings
 
+# Imported on first use (PEP 562): `from accounts.apis import APIS` in the CLI loads no store, asyncio or yaml.
+_EXPORTS = {
+    "KEY_CACHE_SECONDS": "accounts.access", "MeteredAccess": "accounts.access",
+    "APIS": "accounts.apis", "USAGE_API": "accounts.apis", "Caller": "accounts.apis", "Charge": "accounts.apis",
+    "Plan": "accounts.plans", "PlansError": "accounts.plans", "load_plans": "accounts.plans",
+    "PlatformStore": "accounts.sqlite", "SqliteStore": "accounts.sqlite",
+    "KeyNotFound": "accounts.store", "Store": "accounts.store", "StoreConfigError": "accounts.store",
+    "StoreUnavailable": "accounts.store", "open_store": "accounts.store",
+}
+
 __all__ = [
-    "APIS",
-    "KEY_CACHE_SECONDS",
-    "USAGE_API",
-    "Caller",
-    "Charge",
-    "KeyNotFound",
-    "MeteredAccess",
-    "Plan",
-    "PlansError",
-    "PlatformStore",
-    "SqliteStore",
-    "Store",
-    "StoreConfigError",
-    "StoreUnavailable",
-    "build_access",
-    "load_plans",
-    "open_store",
+    "APIS", "KEY_CACHE_SECONDS", "USAGE_API", "Caller", "Charge", "KeyNotFound", "MeteredAccess", "Plan",
+    "PlansError", "PlatformStore", "SqliteStore", "Store", "StoreConfigError", "StoreUnavailable", "build_access",
+    "load_plans", "open_store",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'accounts' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
 
 def build_access(settings: Settings) -> MeteredAccess:
     """The access checks the API serves with (and the CLI's usage report reads through)."""
+    from accounts.access import MeteredAccess
+    from accounts.limits import LocalRateLimiter, RedisCounters, RedisRateLimiter, StoreCounters, redis_client
+    from accounts.plans import load_plans
+    from accounts.store import open_store
+
     plans = load_plans(settings.plans_file)
     store = open_store(settings)
     try:

@@ -57,3 +57,9 @@ def test_the_api_names_are_listed_once() -> None:
     found = [str(p.relative_to(PROJECT)) for top in ("accounts", "api", "pipeline", "warehouse")
              for p in (PROJECT / top).rglob("*.py") if pattern.search(p.read_text())]
     assert found == ["accounts/apis.py"]
+
+
+def test_every_public_name_resolves() -> None:
+    import accounts
+
+    assert all(getattr(accounts, name) is not None for name in accounts.__all__)
