@@ -115,6 +115,7 @@ class StoreCounters:
         self.store = store
         self._pending: dict[asyncio.AbstractEventLoop, list[tuple[ChargeItem, asyncio.Future]]] = {}
         self._draining: set[asyncio.AbstractEventLoop] = set()
+        self._tasks: set[asyncio.Task[None]] = set()  # the running drain tasks (a task needs a reference)
         self._blocking = bool(getattr(store, "blocking", False))
         self._seen: dict[tuple[str, str], int] = {}  # (key id, day) -> last used value this process saw
 
@@ -135,7 +136,9 @@ class StoreCounters:
         queue.append(((key_id, day, api, cost, limit), fut))
         if self._blocking and loop not in self._draining:
             self._draining.add(loop)
-            loop.create_task(self._drain(loop))
+            task = loop.create_task(self._drain(loop))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
         return await fut
 
     async def _drain(self, loop: asyncio.AbstractEventLoop) -> None:

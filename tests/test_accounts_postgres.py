@@ -123,7 +123,7 @@ def test_migrations_are_idempotent_and_safe_when_processes_start_at_once(postgre
 def test_sqlite_store_records_its_schema_version_and_takes_over_an_old_file(tmp_path: Path) -> None:
     import sqlite3
 
-    from accounts.sqlite import SCHEMA
+    from accounts.sqlite import LATEST_VERSION, SCHEMA
 
     path = tmp_path / "platform.sqlite"
     db = sqlite3.connect(path)

@@ -90,9 +90,10 @@ def test_two_api_processes_on_postgres_charge_exactly_and_revoke_within_a_second
     build(home, Data(make_articles(60, 10), make_events(5)))
     write_plans(home / "plans.yaml", {"bulk": (10**12, 100_000), "tight": (TIGHT_CU, 100_000)})
     env = env_for(home, postgres_url, redis_url_server)
-    where = subprocess.run([sys.executable, "-c", "import accounts; print(accounts.__file__)"], cwd=PROJECT,
-                           env=env, capture_output=True, text=True, check=True).stdout.strip()
-    assert Path(where).resolve() == PROJECT / "accounts" / "__init__.py"  # this checkout's code, not another
+    code = "import accounts, api, pipeline; print(accounts.__file__, api.__file__, pipeline.__file__)"
+    where = subprocess.run([sys.executable, "-c", code], cwd=PROJECT, env=env, capture_output=True, text=True,
+                           check=True).stdout.split()
+    assert [Path(w).resolve().parent.parent for w in where] == [PROJECT] * 3  # this checkout's code, not another
 
     bulk = json.loads(cli(env, "keys", "create", "--plan", "bulk", "--name", "bulk", "--apis", "news",
                           "--json").stdout)
