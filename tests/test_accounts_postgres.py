@@ -230,6 +230,44 @@ def test_postgres_down_refuses_with_503(tmp_path: Path, postgres_url: str) -> No
     asyncio.run(run(stop))
 
 
+def test_a_revocation_reaches_running_instances_at_once_and_within_the_cache_time_without_notifications(
+    tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from accounts.access import KEY_CACHE_SECONDS
+
+    async def refused_after(access, key: str, t0: float) -> float:  # type: ignore[no-untyped-def]
+        while time.monotonic() - t0 < 3:
+            try:
+                await access.check(key, "news")
+            except ApiError as exc:
+                assert exc.code == "UNAUTHENTICATED"
+                return time.monotonic() - t0
+            await asyncio.sleep(0.01)
+        raise AssertionError("the revoked key still works after 3 s")
+
+    async def run() -> None:
+        settings = pg_settings(tmp_path / "home", postgres_url, {"p": (10**9, 10**6)})
+        notified = build_access(settings)
+        monkeypatch.setattr(PostgresStore, "watch_keys", lambda self, cb: None)  # e.g. LISTEN not possible
+        deaf = build_access(settings)
+        key_id, key = notified.store.create_key("r", "p", ["news"])
+        await asyncio.sleep(0.3)  # the listener is connected
+        for acc in (notified, deaf):
+            await acc.check(key, "news")  # cached
+        other = PostgresStore(postgres_url)  # another process's store, as `cryptowire keys revoke` opens it
+        t0 = time.monotonic()
+        other.revoke_key(key_id)
+        other.close()
+        fast, slow = await asyncio.gather(refused_after(notified, key, t0), refused_after(deaf, key, t0))
+        print(f"\nrefused after {fast:.3f} s (notified), {slow:.3f} s (cache expiry only)")
+        assert fast < 0.3
+        assert slow <= KEY_CACHE_SECONDS + 0.3
+        await notified.close()
+        await deaf.close()
+
+    asyncio.run(run())
+
+
 @pytest.mark.slow
 def test_kill_9_of_an_api_process_on_postgres_loses_only_in_flight_and_never_double_charges(
     tmp_path: Path, postgres_url: str
