@@ -120,6 +120,21 @@ def test_migrations_are_idempotent_and_safe_when_processes_start_at_once(postgre
     PostgresStore(postgres_url).close()  # once more: nothing to do
 
 
+def test_sqlite_migrations_are_safe_when_processes_start_at_once(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "platform.sqlite"
+    code = ("import sys; from accounts.sqlite import SqliteStore; "
+            "s = SqliteStore(sys.argv[1]); print(s.schema_version()); s.close()")
+    env = {**os.environ, "PYTHONPATH": str(PROJECT)}
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(path)], cwd=PROJECT, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, outs
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT version FROM schema_version").fetchall() == [(1,)]
+
+
 def test_sqlite_store_records_its_schema_version_and_takes_over_an_old_file(tmp_path: Path) -> None:
     import sqlite3
 

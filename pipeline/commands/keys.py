@@ -102,6 +102,7 @@ def create(
     store, plans = _store_and_plans()
     plan = plan.strip().lower()
     if plan not in plans:
+        store.close()
         fail(f"unknown plan {plan!r}: choose one of {', '.join(plans)}")
     try:
         with _store_errors():
