@@ -9,16 +9,16 @@ check and charge), and ``await access.refund(charge)`` if the work fails for a r
 from __future__ import annotations
 
 import hmac
-from dataclasses import dataclass, field
 from typing import Protocol
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from accounts.apis import APIS, Caller, Charge
 from api.errors import ApiError
 
-APIS = ("news", "events", "pdf")
+__all__ = ["APIS", "Access", "Caller", "Charge", "StaticKeys", "missing_key_routes"]
 ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
 
@@ -36,21 +36,6 @@ def missing_key_routes(template: str, graphql: bool) -> list[BaseRoute]:
 
     base = template.rsplit("/", 1)[0]
     return [Route(path, endpoint, methods=ALL_METHODS) for path in (base, base + "/")]
-
-
-@dataclass(frozen=True)
-class Caller:
-    key_id: str
-    plan: str
-    api: str
-    info: dict[str, object] = field(default_factory=dict, compare=False)
-
-
-@dataclass(frozen=True)
-class Charge:
-    caller: Caller
-    cost: int
-    info: dict[str, object] = field(default_factory=dict, compare=False)
 
 
 class Access(Protocol):

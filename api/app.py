@@ -31,7 +31,7 @@ class AppState:
 
 
 def default_access(settings: Settings) -> Access:
-    from api.metering import build_access
+    from accounts import build_access
 
     return build_access(settings)
 

@@ -11,13 +11,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
+from accounts.apis import USAGE_API
+from accounts.limits import HISTORY_MAX_DAYS
 from api.access import missing_key_routes
 from api.errors import ApiError
 
 PATH = "/api/usage/{accessKey}"
-USAGE_API = "usage"
 DEFAULT_DAYS = 7
-MAX_DAYS = 90
+MAX_DAYS = HISTORY_MAX_DAYS
 
 
 def _days(request: Request) -> int:

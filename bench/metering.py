@@ -163,7 +163,7 @@ def main() -> None:
     env.pop("CRYPTOWIRE_REDIS_URL", None)
     settings = Settings(home=home, plans_file=home / "plans.yaml", redis_url=None)
 
-    from api.metering import PlatformStore, load_plans
+    from accounts import PlatformStore, load_plans
     from tests.support.metered import DEFAULT_COST
 
     store = PlatformStore(settings.platform_db)

@@ -16,16 +16,16 @@ QUERY = "query CryptoNews($after: String, $first: Int) { cryptoNews(after: $afte
 def local_key(settings: Settings) -> str:
     """A fresh key for this session (keys are stored hashed, so an old one cannot be shown again);
     the previous `cryptowire up` keys are revoked so they do not pile up."""
-    from api.metering import PlatformStore, load_plans
+    from accounts import APIS, load_plans, open_store
 
     plans = load_plans(settings.plans_file)
-    store = PlatformStore(settings.platform_db)
+    store = open_store(settings)
     try:
         store.sync_plans(plans.values())
         for row in store.keys():
             if row["name"] == UP_KEY_NAME and row["status"] == "active":
                 store.revoke_key(row["id"])
-        _, key = store.create_key(UP_KEY_NAME, "pro", ["news", "events", "pdf"])
+        _, key = store.create_key(UP_KEY_NAME, "pro", list(APIS))
     finally:
         store.close()
     return key

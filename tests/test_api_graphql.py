@@ -433,7 +433,7 @@ def test_documents_and_plans_are_cached(server: ApiServer) -> None:
 
 
 def test_metered_requests_charge_the_cost_and_bad_input_nothing(tmp_path: Path, data: Data) -> None:
-    from api.metering import build_access
+    from accounts import build_access
 
     home = tmp_path / "home"
     build(home, data)

@@ -16,9 +16,9 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
+from accounts import build_access
+from accounts.access import KEY_CACHE_SECONDS
 from api.errors import ApiError
-from api.metering import build_access
-from api.metering.access import KEY_CACHE_SECONDS
 from pipeline.cli import app
 from tests.support.metered import write_plans
 from warehouse.config import PROJECT_ROOT, Settings, get_settings

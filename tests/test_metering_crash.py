@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from api.metering import PlatformStore
+from accounts import PlatformStore
 from tests.support.metered import DEFAULT_COST, MeteredProcess, metering_settings
 
 WORKERS = 24  # concurrent clients, each with at most one request in flight

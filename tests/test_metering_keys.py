@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from accounts import PlansError, build_access, load_plans
+from accounts.keys import KEY_PREFIX, hash_key, new_key
 from api.errors import ApiError
-from api.metering import PlansError, build_access, load_plans
-from api.metering.keys import KEY_PREFIX, hash_key, new_key
 from pipeline.cli import app
 from tests.support.metered import metering_settings, write_plans
 from warehouse.config import Settings

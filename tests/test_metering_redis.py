@@ -15,9 +15,9 @@ import httpx
 import pytest
 import redis
 
+from accounts import MeteredAccess, build_access
+from accounts.limits import RedisCounters, RedisRateLimiter
 from api.errors import ApiError
-from api.metering import MeteredAccess, build_access
-from api.metering.limits import RedisCounters, RedisRateLimiter
 from tests.support.apiserver import ApiServer, free_port
 from tests.support.metered import DEFAULT_COST, metered_app, metering_settings
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from api.metering import MeteredAccess, build_access
+from accounts import MeteredAccess, build_access
 from tests.support.apiserver import ApiServer
 from tests.support.metered import DEFAULT_COST, metered_app, metering_settings
 from warehouse.config import Settings

@@ -1,17 +1,22 @@
-"""`cryptowire keys create|list|revoke|rotate|set-plan` and `cryptowire usage`: access keys and their metered usage."""
+"""`cryptowire keys create|list|revoke|rotate|set-plan` and `cryptowire usage`: access keys and their metered usage.
+
+Everything goes through the ``accounts`` package (the same store the API uses: SQLite under the data home, or
+Postgres with CRYPTOWIRE_DATABASE_URL); never through ``api``.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
 import typer
 
+from accounts.apis import APIS  # a module without imports: keeps the CLI start light
 from pipeline.commands.output import emit_json, fail
-
-APIS = ("news", "events", "pdf")  # mirrors api.access.APIS (not imported here: keep the CLI start light)
 
 keys_app = typer.Typer(
     help="Access keys: create (shown once), list, revoke, rotate, set-plan. Only a hash of each key is stored.",
@@ -25,16 +30,34 @@ def _settings() -> Any:
     return get_settings()
 
 
+@contextmanager
+def _store_errors() -> Iterator[None]:
+    """The store's failures as one line: a bad or unreachable CRYPTOWIRE_DATABASE_URL, Postgres gone meanwhile."""
+    from accounts.store import StoreConfigError, StoreUnavailable
+
+    try:
+        yield
+    except StoreConfigError as exc:
+        fail(str(exc))
+    except StoreUnavailable as exc:
+        fail(f"{exc}; check that Postgres is running and CRYPTOWIRE_DATABASE_URL points at it")
+
+
 def _store_and_plans() -> tuple[Any, dict[str, Any]]:
-    from api.metering import PlansError, PlatformStore, load_plans
+    from accounts import PlansError, load_plans, open_store
 
     settings = _settings()
     try:
         plans = load_plans(settings.plans_file)
     except PlansError as exc:
         fail(str(exc))
-    store = PlatformStore(settings.platform_db)
-    store.sync_plans(plans.values())
+    with _store_errors():
+        store = open_store(settings)
+        try:
+            store.sync_plans(plans.values())
+        except BaseException:
+            store.close()
+            raise
     return store, plans
 
 
@@ -79,9 +102,11 @@ def create(
     store, plans = _store_and_plans()
     plan = plan.strip().lower()
     if plan not in plans:
+        store.close()
         fail(f"unknown plan {plan!r}: choose one of {', '.join(plans)}")
     try:
-        key_id, key = store.create_key(name.strip(), plan, chosen)
+        with _store_errors():
+            key_id, key = store.create_key(name.strip(), plan, chosen)
     finally:
         store.close()
     _show_new_key({"id": key_id, "key": key, "plan": plan, "apis": chosen}, as_json, "Created")
@@ -92,7 +117,8 @@ def list_keys(as_json: bool = typer.Option(False, "--json", help="Print the keys
     """List keys: id, name, plan, APIs, status and the display form (prefix…last four) of live secrets."""
     store, _ = _store_and_plans()
     try:
-        rows = store.keys()
+        with _store_errors():
+            rows = store.keys()
     finally:
         store.close()
     for r in rows:
@@ -125,11 +151,12 @@ def revoke(
     """Revoke a key (all its secrets). A running API stops accepting it within about a second."""
     store, _ = _store_and_plans()
     try:
-        before = store.keys(key_id)
-        if not before:
-            fail(f"no key with id {key_id!r}: `cryptowire keys list` shows the ids")
-        store.revoke_key(key_id)  # keeps the first revocation time
-        after = store.keys(key_id)[0]
+        with _store_errors():
+            before = store.keys(key_id)
+            if not before:
+                fail(f"no key with id {key_id!r}: `cryptowire keys list` shows the ids")
+            store.revoke_key(key_id)  # keeps the first revocation time
+            after = store.keys(key_id)[0]
     finally:
         store.close()
     already = before[0]["status"] == "revoked"
@@ -151,12 +178,13 @@ def rotate(
     as_json: bool = typer.Option(False, "--json", help='Print {"id", "key", "plan", "apis"} as JSON.'),
 ) -> None:
     """Issue a new key for the same id, plan, APIs and usage; the previous key works for the grace period."""
-    from api.metering.store import KeyNotFound
+    from accounts.store import KeyNotFound
 
     store, _ = _store_and_plans()
     try:
-        key = store.rotate_key(key_id, grace_hours * 3600)
-        row = store.keys(key_id)[0]
+        with _store_errors():
+            key = store.rotate_key(key_id, grace_hours * 3600)
+            row = store.keys(key_id)[0]
     except KeyNotFound:
         fail(f"no active key with id {key_id!r}: `cryptowire keys list` shows the ids (revoked keys cannot be "
              "rotated)")
@@ -178,14 +206,15 @@ def set_plan(
 
     Its id, APIs and today's usage stay. A running API applies it within about a second (keys are cached 1 s).
     """
-    from api.metering.store import KeyNotFound
+    from accounts.store import KeyNotFound
 
     store, plans = _store_and_plans()
     plan = plan.strip().lower()
     try:
         if plan not in plans:
             fail(f"unknown plan {plan!r}: the plans offered are {', '.join(plans)}")
-        previous = store.set_plan(key_id, plan)
+        with _store_errors():
+            previous = store.set_plan(key_id, plan)
     except KeyNotFound:
         fail(f"no active key with id {key_id!r}: `cryptowire keys list` shows the ids (revoked keys cannot be "
              "moved)")
@@ -205,11 +234,12 @@ def usage(
     as_json: bool = typer.Option(False, "--json", help="Print the same JSON as GET /api/usage/{accessKey}."),
 ) -> None:
     """CU and requests per UTC day and per API, with today's allowance."""
-    from api.metering import PlansError, build_access
+    from accounts import PlansError, build_access
 
     settings = _settings()
     try:
-        access = build_access(settings)
+        with _store_errors():
+            access = build_access(settings)
     except PlansError as exc:
         fail(str(exc))
 
@@ -220,14 +250,14 @@ def usage(
         finally:
             await access.close()
 
-    from api.errors import ApiError
+    from accounts.errors import ApiError
 
     try:
         found = asyncio.run(reports())
     except LookupError:
         fail(f"no key with id {key_id!r}: `cryptowire keys list` shows the ids")
-    except ApiError as exc:  # e.g. the configured Redis cannot be reached
-        fail(f"{exc.message} (check CRYPTOWIRE_REDIS_URL)")
+    except ApiError as exc:  # e.g. the configured Redis or Postgres cannot be reached
+        fail(f"{exc.message} (check CRYPTOWIRE_DATABASE_URL and CRYPTOWIRE_REDIS_URL)")
     if as_json:
         emit_json(found[0] if key_id else found)
         return

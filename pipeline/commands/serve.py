@@ -66,6 +66,18 @@ def run_server(host: str, port: int, workers: int = 1, log_level: str = "info", 
     )
 
 
+def check_platform_store(settings: Any) -> None:
+    """Open the platform store once before serving (and migrate it, before the workers start): a bad or
+    unreachable CRYPTOWIRE_DATABASE_URL is a one-line error here rather than a traceback from each worker."""
+    from accounts import StoreConfigError, StoreUnavailable, open_store
+    from pipeline.commands.output import fail
+
+    try:
+        open_store(settings).close()
+    except (StoreConfigError, StoreUnavailable) as exc:
+        fail(str(exc))
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     def serve(
@@ -83,4 +95,5 @@ def register(app: typer.Typer) -> None:
 
         settings = get_settings()  # CRYPTOWIRE_PORT's range is checked with every setting (pipeline/cli.py)
         settings.ensure_dirs()
+        check_platform_store(settings)
         run_server(host or settings.host, port or settings.port, workers, log_level.lower(), settings.log_format)

@@ -90,11 +90,12 @@ def write_plans(path: Path, plans: dict[str, tuple[int, float]]) -> Path:
 
 
 def metering_settings(home: Path, plans: dict[str, tuple[int, float]] | None = None,
-                      redis_url: str | None = None) -> Settings:
-    """Settings on ``home``; with ``plans``, a plans file there overrides the bundled plans."""
+                      redis_url: str | None = None, database_url: str | None = None) -> Settings:
+    """Settings on ``home``; with ``plans``, a plans file there overrides the bundled plans; ``database_url``: the
+    platform store on Postgres."""
     home.mkdir(parents=True, exist_ok=True)
     plans_file = write_plans(home / "plans.yaml", plans) if plans else None
-    return Settings(home=home, plans_file=plans_file, redis_url=redis_url)
+    return Settings(home=home, plans_file=plans_file, redis_url=redis_url, database_url=database_url)
 
 
 class MeteredProcess:
@@ -105,6 +106,9 @@ class MeteredProcess:
         env = {**os.environ, "CRYPTOWIRE_HOME": str(settings.home), "PYTHONPATH": str(PROJECT)}
         env.pop("CRYPTOWIRE_PLANS_FILE", None)
         env.pop("CRYPTOWIRE_REDIS_URL", None)
+        env.pop("CRYPTOWIRE_DATABASE_URL", None)
+        if settings.database_url:
+            env["CRYPTOWIRE_DATABASE_URL"] = settings.database_url
         if settings.plans_file:
             env["CRYPTOWIRE_PLANS_FILE"] = str(settings.plans_file)
         if settings.redis_url:

@@ -1,7 +1,12 @@
-"""``MeteredAccess``: the real ``api.access.Access`` — keys, plans, request rate and daily compute units."""
+"""``MeteredAccess``: the real ``api.access.Access`` — keys, plans, request rate and daily compute units.
+
+The API's routes and the CLI's usage report both use it; it knows nothing of HTTP beyond the refusals it raises
+(``accounts.errors.ApiError``: 401, 403, 429, 503).
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import sqlite3
@@ -9,17 +14,17 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from api.access import APIS, Caller, Charge
-from api.errors import ApiError
-from api.metering.keys import KeyRecord, hash_key, same_hash, well_formed
-from api.metering.limits import HISTORY_MAX_DAYS, Counters, MeteringUnavailable, RateLimiter, RateState
-from api.metering.plans import Plan
-from api.metering.store import PlatformStore
+from accounts.apis import APIS, USAGE_API, Caller, Charge
+from accounts.errors import ApiError
+from accounts.keys import KeyRecord, hash_key, same_hash, well_formed
+from accounts.limits import HISTORY_MAX_DAYS, Counters, MeteringUnavailable, RateLimiter, RateState
+from accounts.plans import Plan
+from accounts.store import Store, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
-USAGE_API = "usage"  # the usage report: every live key may read its own, whatever APIs it is enabled for
-# A key looked up is remembered this long: revoking a key takes effect on a running server within this delay.
+# A key looked up is remembered this long: revoking a key takes effect on a running server within this delay
+# (on Postgres, usually at once: key changes are notified and drop the cache; this stays the bound).
 KEY_CACHE_SECONDS = 1.0
 _KEY_CACHE_MAX = 10_000
 
@@ -49,7 +54,7 @@ def _number(x: float) -> int | float:
 class MeteredAccess:
     def __init__(
         self,
-        store: PlatformStore,
+        store: Store,
         plans: dict[str, Plan],
         limiter: RateLimiter,
         counters: Counters,
@@ -62,6 +67,14 @@ class MeteredAccess:
         self._cache_seconds = key_cache_seconds
         self._cache: dict[str, tuple[KeyRecord, float]] = {}  # sha256 -> (record, looked up at, monotonic)
         self._day: tuple[int, str] = (-1, "")
+        self._blocking = bool(getattr(store, "blocking", False))
+        watch = getattr(store, "watch_keys", None)
+        if watch is not None:  # Postgres: another process changed a key -> forget every cached key at once
+            watch(self._forget_keys)
+
+    def _forget_keys(self, key_id: str) -> None:
+        """Called from the store's listener thread: replacing the dict is atomic, the event loop sees either."""
+        self._cache = {}
 
     # --- helpers -----------------------------------------------------------------
     def _today(self, now: float) -> str:
@@ -70,22 +83,23 @@ class MeteredAccess:
             self._day = (epoch_day, utc_day(now))
         return self._day[1]
 
-    def _record(self, key: str) -> KeyRecord | None:
+    async def _record(self, key: str) -> KeyRecord | None:
         if not well_formed(key):
             return None
         digest = hash_key(key)
         now = time.monotonic()
-        hit = self._cache.get(digest)
+        cache = self._cache  # a key change notified during the lookup replaces it: what is found then is dropped
+        hit = cache.get(digest)
         if hit is not None and now - hit[1] <= self._cache_seconds:
             record = hit[0]
         else:
-            found = self.store.lookup(digest)
+            found = await asyncio.to_thread(self.store.lookup, digest) if self._blocking else self.store.lookup(digest)
             if found is None:
-                self._cache.pop(digest, None)
+                cache.pop(digest, None)
                 return None
-            if len(self._cache) >= _KEY_CACHE_MAX:
-                self._cache.clear()
-            self._cache[digest] = (found, now)
+            if len(cache) >= _KEY_CACHE_MAX:
+                cache.clear()
+            cache[digest] = (found, now)
             record = found
         if not same_hash(record.key_hash, digest):  # constant-time confirmation of the indexed lookup
             return None
@@ -109,8 +123,8 @@ class MeteredAccess:
         if api not in APIS and api != USAGE_API:
             raise ValueError(f"unknown API {api!r}: expected one of {APIS + (USAGE_API,)}")
         try:
-            record = self._record(key)
-        except sqlite3.Error as exc:
+            record = await self._record(key)
+        except (sqlite3.Error, StoreUnavailable) as exc:
             raise self._unavailable(type(exc).__name__) from None
         if record is None:
             raise ApiError(401, "UNAUTHENTICATED", UNKNOWN_KEY)
@@ -225,7 +239,10 @@ class MeteredAccess:
         """Usage of one key: today's allowance, and CU and requests per UTC day and per API (oldest day first)."""
         if not 1 <= days <= HISTORY_MAX_DAYS:
             raise ValueError(f"days must be between 1 and {HISTORY_MAX_DAYS}, got {days}")
-        found = self.store.keys(key_id)
+        try:
+            found = await asyncio.to_thread(self.store.keys, key_id) if self._blocking else self.store.keys(key_id)
+        except (sqlite3.Error, StoreUnavailable) as exc:
+            raise self._unavailable(type(exc).__name__) from None
         if not found:
             raise LookupError(key_id)
         key = found[0]

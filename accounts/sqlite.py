@@ -1,11 +1,14 @@
-"""The platform database: keys, plans and daily usage counters in SQLite (WAL mode), under the data home.
+"""The embedded platform store: keys, plans and daily usage counters in SQLite (WAL mode), under the data home.
 
 Charging happens in ``BEGIN IMMEDIATE`` transactions: an upsert adds the cost only ``WHERE used + cost <= limit``,
 and the per-API row is updated in the same transaction. So a charge is either fully recorded or not at all,
 concurrent charges (threads or processes) never overdraw the allowance, and ``CHECK (used >= 0)`` keeps balances
-non-negative. ``charge_many`` commits many charges at once (group commit, see ``limits.SqliteCounters``).
+non-negative. ``charge_many`` commits many charges at once (group commit, see ``limits.StoreCounters``).
 WAL with ``synchronous=NORMAL``: a committed charge survives the process being killed (``kill -9``); only an OS
 crash or power loss can drop the last commits.
+
+The schema is versioned (``schema_version``, the same numbering as ``accounts.postgres``); migrations run when a
+store is opened, under SQLite's write lock, so two processes starting at once apply each one exactly once.
 """
 
 from __future__ import annotations
@@ -18,8 +21,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from api.access import APIS
-from api.metering.keys import (
+from accounts.apis import APIS
+from accounts.keys import (
     KEY_PREFIX,
     KeyRecord,
     display,
@@ -27,8 +30,10 @@ from api.metering.keys import (
     new_key,
     new_key_id,
 )
-from api.metering.plans import Plan
+from accounts.plans import Plan
+from accounts.store import KeyNotFound, StoreConfigError, Usage
 
+# Version 1: the schema as it was before versioning (IF NOT EXISTS: a database made then is taken over as is).
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS plans (
     name TEXT PRIMARY KEY,
@@ -66,7 +71,7 @@ CREATE TABLE IF NOT EXISTS usage_daily (
 ) WITHOUT ROWID;
 """
 
-# The API set is fixed (api.access.APIS); adding an API means adding its two columns (a migration).
+# The API set is fixed (accounts.apis.APIS); adding an API means adding its two columns (a migration).
 _API_COLUMNS = "\n".join(
     f"    {api}_cu INTEGER NOT NULL DEFAULT 0 CHECK ({api}_cu >= 0),\n"
     f"    {api}_requests INTEGER NOT NULL DEFAULT 0 CHECK ({api}_requests >= 0)," for api in APIS
@@ -93,12 +98,22 @@ _LOOKUP = (
 )
 
 
-class KeyNotFound(LookupError):
-    pass
+# (version, statements): append new versions, never edit applied ones.
+MIGRATIONS: list[tuple[int, list[str]]] = [
+    (1, [stmt.strip() for stmt in SCHEMA.split(";") if stmt.strip()]),
+]
+LATEST_VERSION = MIGRATIONS[-1][0]
+_VERSION_TABLE = (
+    "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
+)
+
+__all__ = ["KeyNotFound", "LATEST_VERSION", "PlatformStore", "SqliteStore"]
 
 
-class PlatformStore:
+class SqliteStore:
     """One SQLite connection, shared by the threads of one process under a lock (each call is short)."""
+
+    blocking = False  # local file, short calls: run inline on the event loop
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
@@ -108,7 +123,38 @@ class PlatformStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA foreign_keys=ON")
-        self._db.executescript(SCHEMA)  # idempotent (IF NOT EXISTS); runs in its own transactions
+        self._migrate()
+
+    def _current_version(self) -> int:
+        row = self._db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'"
+        ).fetchone()
+        if row is None:
+            return 0
+        return int(self._db.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version").fetchone()[0])
+
+    def _migrate(self) -> None:
+        """Bring the schema to LATEST_VERSION; idempotent, and safe when several processes open it at once (the
+        version is read again under the write lock, so each migration runs once)."""
+        if self._current_version() == LATEST_VERSION:
+            return
+        with self._lock, self._tx() as db:
+            db.execute(_VERSION_TABLE)
+            current = self._current_version()
+            if current > LATEST_VERSION:
+                raise StoreConfigError(
+                    f"the platform database {self.path} has schema version {current}, newer than this cryptowire "
+                    f"knows ({LATEST_VERSION}): upgrade cryptowire, or point CRYPTOWIRE_HOME elsewhere"
+                )
+            for version, statements in MIGRATIONS:
+                if version > current:
+                    for stmt in statements:
+                        db.execute(stmt)
+                    db.execute("INSERT INTO schema_version VALUES (?, ?)", (version, time.time()))
+
+    def schema_version(self) -> int:
+        with self._lock:
+            return self._current_version()
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -304,7 +350,7 @@ class PlatformStore:
         with self._lock:
             return self._used(key_id, day)
 
-    def history(self, key_id: str, days: list[str]) -> dict[str, dict[str, tuple[int, int]]]:
+    def history(self, key_id: str, days: list[str]) -> Usage:
         """``{day: {api: (cu, requests)}}`` for the given days (days with nothing are absent)."""
         if not days:
             return {}
@@ -314,3 +360,6 @@ class PlatformStore:
                 f"SELECT day, {_COUNTS} FROM usage_daily WHERE key_id = ? AND day IN ({marks})", (key_id, *days)
             ).fetchall()
         return {row[0]: {api: (row[1 + 2 * i], row[2 + 2 * i]) for i, api in enumerate(APIS)} for row in rows}
+
+
+PlatformStore = SqliteStore  # the name it had in api.metering.store

@@ -1,9 +1,10 @@
 """The request-rate limiter and the daily CU counters, behind two small interfaces.
 
 Embedded default (one API process, or several sharing one SQLite file): an in-process token bucket per key and
-the SQLite counters of ``store.py``. With ``CRYPTOWIRE_REDIS_URL`` set, both live in Redis (Lua scripts, so each
-check-and-update is atomic on the server), and every API instance pointing at that Redis shares one bucket and
-one daily allowance per key.
+the counters of the platform store (``StoreCounters`` over ``accounts.sqlite``). With ``CRYPTOWIRE_REDIS_URL``
+set, both live in Redis (Lua scripts, so each check-and-update is atomic on the server), and every API instance
+pointing at that Redis shares one bucket and one daily allowance per key. With ``CRYPTOWIRE_DATABASE_URL`` set,
+the counters are the Postgres store's (durable, exact across processes) and Redis, when set, holds the buckets.
 """
 
 from __future__ import annotations
@@ -14,13 +15,12 @@ import sqlite3
 import time
 from typing import Any, Protocol
 
-from api.metering.store import PlatformStore
+from accounts.store import ChargeItem, Store, StoreUnavailable, Usage
 
 # Redis keeps per-day usage this long (the usage report looks back at most HISTORY_MAX_DAYS).
 HISTORY_MAX_DAYS = 90
 REDIS_USAGE_TTL = (HISTORY_MAX_DAYS + 10) * 86400
-
-Usage = dict[str, dict[str, tuple[int, int]]]  # {day: {api: (cu, requests)}}
+REDIS_MAX_CONNECTIONS = 64  # per API process; each request holds one for a single script call
 
 
 class MeteringUnavailable(RuntimeError):
@@ -96,17 +96,27 @@ class LocalRateLimiter:
         return None
 
 
-class SqliteCounters:
-    """The daily counters in the platform database, with group commit.
+_STORE_ERRORS = (sqlite3.Error, StoreUnavailable)
 
-    ``charge`` queues the charge and waits; once per event-loop iteration the queued charges are written in one
-    transaction (one commit for all of them), then each waiting request gets its result. A request is answered
-    only after its charge is committed, so a crash loses at most the requests still in flight.
+
+class StoreCounters:
+    """The daily counters in the platform store (SQLite or Postgres), with group commit.
+
+    ``charge`` queues the charge and waits; the queued charges are written in one transaction (one commit for all
+    of them), then each waiting request gets its result. A request is answered only after its charge is
+    committed, so a crash loses at most the requests still in flight.
+
+    SQLite (``store.blocking`` false): once per event-loop iteration, inline. Postgres (``blocking``): a drain
+    task writes the queue in a worker thread, one batch at a time; the charges that arrive meanwhile form the next
+    batch, so the batches grow with the load and the event loop never waits on the network.
     """
 
-    def __init__(self, store: PlatformStore) -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
-        self._pending: dict[asyncio.AbstractEventLoop, list[tuple[tuple[str, str, str, int, int], asyncio.Future]]] = {}
+        self._pending: dict[asyncio.AbstractEventLoop, list[tuple[ChargeItem, asyncio.Future]]] = {}
+        self._draining: set[asyncio.AbstractEventLoop] = set()
+        self._tasks: set[asyncio.Task[None]] = set()  # the running drain tasks (a task needs a reference)
+        self._blocking = bool(getattr(store, "blocking", False))
         self._seen: dict[tuple[str, str], int] = {}  # (key id, day) -> last used value this process saw
 
     def _note(self, key_id: str, day: str, used: int) -> int:
@@ -121,45 +131,75 @@ class SqliteCounters:
         queue = self._pending.get(loop)
         if queue is None:
             queue = self._pending[loop] = []
-            loop.call_soon(self._flush, loop)
+            if not self._blocking:
+                loop.call_soon(self._flush, loop)
         queue.append(((key_id, day, api, cost, limit), fut))
+        if self._blocking and loop not in self._draining:
+            self._draining.add(loop)
+            task = loop.create_task(self._drain(loop))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
         return await fut
+
+    async def _drain(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Postgres: write the queued charges in a worker thread, batch after batch, until the queue is empty."""
+        try:
+            await asyncio.sleep(0)  # let the requests of this event-loop turn join the first batch
+            while batch := self._pending.pop(loop, []):
+                try:
+                    results = await asyncio.to_thread(self.store.charge_many, [item for item, _ in batch])
+                except Exception as exc:  # nothing of this batch was committed
+                    self._settle(batch, None, exc)
+                    continue
+                except BaseException:  # cancelled (shutdown): the waiting requests are cancelled too
+                    for _, fut in batch:
+                        fut.cancel()
+                    raise
+                self._settle(batch, results, None)
+        finally:
+            self._draining.discard(loop)
 
     def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
         batch = self._pending.pop(loop, [])
         try:
             results = self.store.charge_many([item for item, _ in batch])
         except Exception as exc:  # nothing of this batch was committed
-            failure = _unavailable(exc) if isinstance(exc, sqlite3.Error) else exc
+            self._settle(batch, None, exc)
+            return
+        self._settle(batch, results, None)
+
+    def _settle(self, batch: list[tuple[ChargeItem, asyncio.Future]], results: list[tuple[bool, int]] | None,
+                exc: BaseException | None) -> None:
+        if results is None:
+            failure = _unavailable(exc) if isinstance(exc, _STORE_ERRORS) else exc
             for _, fut in batch:
                 if not fut.done():
-                    fut.set_exception(failure)
+                    fut.set_exception(failure)  # type: ignore[arg-type]
             return
         for (item, fut), result in zip(batch, results, strict=True):
             self._note(item[0], item[1], result[1])
             if not fut.done():
                 fut.set_result(result)
 
-    async def refund(self, key_id: str, day: str, api: str, cost: int) -> int:
+    async def _run(self, fn: Any, *args: Any) -> Any:
         try:
-            return self._note(key_id, day, self.store.refund(key_id, day, api, cost))
-        except sqlite3.Error as exc:
+            if self._blocking:
+                return await asyncio.to_thread(fn, *args)
+            return fn(*args)
+        except _STORE_ERRORS as exc:
             raise _unavailable(exc) from None
+
+    async def refund(self, key_id: str, day: str, api: str, cost: int) -> int:
+        return self._note(key_id, day, await self._run(self.store.refund, key_id, day, api, cost))
 
     def peek(self, key_id: str, day: str) -> int | None:
         return self._seen.get((key_id, day))
 
     async def used(self, key_id: str, day: str) -> int:
-        try:
-            return self._note(key_id, day, self.store.used(key_id, day))
-        except sqlite3.Error as exc:
-            raise _unavailable(exc) from None
+        return self._note(key_id, day, await self._run(self.store.used, key_id, day))
 
     async def history(self, key_id: str, days: list[str]) -> Usage:
-        try:
-            return self.store.history(key_id, days)
-        except sqlite3.Error as exc:
-            raise _unavailable(exc) from None
+        return await self._run(self.store.history, key_id, days)
 
     async def close(self) -> None:
         return None  # the store is closed by its owner
@@ -222,7 +262,13 @@ return used
 def redis_client(url: str) -> Any:
     import redis.asyncio as aioredis  # only needed when Redis is configured
 
-    return aioredis.Redis.from_url(url, decode_responses=True, socket_timeout=5, socket_connect_timeout=5)
+    # A blocking pool: a burst of more concurrent requests than connections waits for one (up to 5 s) instead
+    # of failing with MaxConnectionsError (redis-py's default pool refuses past 100 connections).
+    pool = aioredis.BlockingConnectionPool.from_url(
+        url, max_connections=REDIS_MAX_CONNECTIONS, timeout=5, decode_responses=True, socket_timeout=5,
+        socket_connect_timeout=5,
+    )
+    return aioredis.Redis.from_pool(pool)  # the client owns the pool: aclose() closes it
 
 
 async def _call(coro: Any) -> Any:
@@ -238,8 +284,9 @@ async def _call(coro: Any) -> Any:
 class RedisRateLimiter:
     """The same token bucket, in Redis: one bucket per key shared by every API instance (Redis's clock)."""
 
-    def __init__(self, client: Any, prefix: str = "cw:") -> None:
+    def __init__(self, client: Any, prefix: str = "cw:", close_client: bool = False) -> None:
         self._client = client
+        self._close_client = close_client  # True when no RedisCounters shares (and closes) the client
         self._prefix = prefix
         self._script = client.register_script(_BUCKET_LUA)
 
@@ -248,7 +295,8 @@ class RedisRateLimiter:
         return RateState(bool(int(allowed)), float(tokens), rate, burst)
 
     async def close(self) -> None:
-        return None  # the client is closed by RedisCounters (they share it)
+        if self._close_client:  # otherwise the client is closed by RedisCounters (they share it)
+            await self._client.aclose()
 
 
 class RedisCounters:
@@ -297,3 +345,6 @@ class RedisCounters:
 
     async def close(self) -> None:
         await self._client.aclose()
+
+
+SqliteCounters = StoreCounters  # the name it had when only SQLite existed

@@ -1,4 +1,4 @@
-"""The published plans, read from ``api/plans.yaml`` or from the file ``settings.plans_file`` names."""
+"""The published plans, read from ``accounts/plans.yaml`` or from the file ``settings.plans_file`` names."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-BUNDLED_PLANS = Path(__file__).resolve().parent.parent / "plans.yaml"
+BUNDLED_PLANS = Path(__file__).resolve().parent / "plans.yaml"
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 
 
@@ -61,7 +61,7 @@ def _plan(path: Path, name: str, spec: Any) -> Plan:
 
 
 def load_plans(path: Path | None = None) -> dict[str, Plan]:
-    """Plans by name, from ``path`` (the configured override) or the bundled ``api/plans.yaml``."""
+    """Plans by name, from ``path`` (the configured override) or the bundled ``accounts/plans.yaml``."""
     path = Path(path) if path else BUNDLED_PLANS
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
