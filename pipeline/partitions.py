@@ -245,3 +245,5 @@ def finish_partition(partition: Partition, report: MergeReport) -> None:
                                   "ticker_rows": report.ticker_rows, "merged_at": utcnow().isoformat()}))
     for p in (partition.input_path, partition.result_path):
         p.unlink(missing_ok=True)
+    for stale in partition.input_path.parent.glob(f"running-{partition.input_id}.*.json"):  # a killed attempt's
+        stale.unlink(missing_ok=True)
