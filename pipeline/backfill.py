@@ -109,7 +109,12 @@ def run_backfill(
                 done.append((part, None))
         if done:
             with exclusive(lock, wait_timeout, say):
-                con = db.connect(settings.warehouse_path)
+                try:
+                    con = db.connect(settings.warehouse_path)
+                except db.WarehouseLocked as exc:  # a run the daemon launched is writing: merge on a later turn
+                    say(f"merge postponed: {exc}")
+                    time.sleep(POLL_SECONDS)
+                    continue
                 try:
                     for part, value in done:
                         if value is None:

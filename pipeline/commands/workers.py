@@ -3,7 +3,7 @@ worker processes (Celery over CRYPTOWIRE_REDIS_URL; pipeline/workers.py, pipelin
 
 from __future__ import annotations
 
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 
 import typer
 
@@ -48,7 +48,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def backfill(
         since: str = typer.Option(..., "--since", help="First publication day (YYYY-MM-DD, UTC)."),
-        until: str | None = typer.Option(None, "--until", help="Last publication day, included (default: today)."),
+        until: str | None = typer.Option(None, "--until", help="Last publication day, included (default: today, UTC)."),
         timeout: float | None = typer.Option(
             None, "--timeout", min=0, help="Seconds to wait for the workers (default: no limit); what is not done "
             "stays queued, and the same backfill run again merges it."
@@ -73,7 +73,7 @@ def register(app: typer.Typer) -> None:
         from warehouse.config import get_settings
 
         first = _day(since, "--since")
-        last = _day(until, "--until") if until else datetime.now().date()
+        last = _day(until, "--until") if until else datetime.now(UTC).date()
         settings = get_settings()
         if not settings.redis_url:
             fail("CRYPTOWIRE_REDIS_URL is not set: a backfill hands its partitions to workers through Redis "
