@@ -172,3 +172,42 @@ def test_without_redis_the_commands_say_what_is_missing(tmp_path: Path) -> None:
         out = subprocess.run([sys.executable, "-m", "pipeline.cli", *args], env=env, cwd=PROJECT,
                              capture_output=True, text=True, timeout=120)
         assert out.returncode == 1 and "CRYPTOWIRE_REDIS_URL is not set" in out.stderr, out
+
+
+def test_the_dagster_job_scores_its_day_on_a_worker(tmp_path: Path, redis_url_server: str, model,
+                                                   sentiment_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`articles_on_workers`, one run per day: the run's day is scored by a worker process, the other day is not."""
+    import dagster as dg
+
+    from pipeline.automation import articles_on_workers
+    from warehouse.config import get_settings
+
+    home = tmp_path / "home"
+    raw = generate(DAYS[:2], 10)
+    con = db.connect(home / "warehouse.duckdb")
+    insert_raw(con, raw)
+    con.close()
+    shutil.copytree(sentiment_cache, home / "models", dirs_exist_ok=True)
+    env = _env(home, redis_url_server)
+    for key in ("CRYPTOWIRE_HOME", "CRYPTOWIRE_REDIS_URL"):
+        monkeypatch.setenv(key, env[key])
+    get_settings.cache_clear()
+    log = tmp_path / "worker.log"
+    worker = start_worker(env, log)
+    try:
+        wait_ready(worker, log)
+        with dg.DagsterInstance.ephemeral() as instance:
+            result = articles_on_workers.execute_in_process(partition_key=DAYS[1].isoformat(), instance=instance)
+        assert result.success
+    finally:
+        stop(worker)
+        get_settings.cache_clear()
+    [mat] = [e for e in result.all_events if e.event_type_value == "STEP_OUTPUT"]
+    meta = mat.event_specific_data.metadata  # type: ignore[union-attr]
+    assert meta["merged"].value == 10 and meta["by_partition"].value[0]["worker"].endswith(f"-{worker.pid}")
+    con = db.connect(home / "warehouse.duckdb", read_only=True)
+    try:
+        by_day = con.execute("SELECT published_at::DATE, count(model_version) FROM articles GROUP BY 1 ORDER BY 1")
+        assert by_day.fetchall() == [(DAYS[0], 0), (DAYS[1], 10)]
+    finally:
+        con.close()
