@@ -70,6 +70,12 @@ def run_backfill(
     if until < since:
         raise ValueError(f"--until {until} is before --since {since}")
     configure(settings)
+    import redis
+
+    try:  # before exporting anything
+        redis.Redis.from_url(settings.redis_url or "", socket_connect_timeout=5, socket_timeout=5).ping()
+    except redis.RedisError as exc:
+        raise ValueError(f"cannot reach Redis at CRYPTOWIRE_REDIS_URL ({exc}): start it or fix the URL") from exc
     settings.ensure_dirs()
     started = time.perf_counter()
     root = settings.partitions_dir
@@ -125,7 +131,13 @@ def run_backfill(
                             merged = merge_result(con, part.result_path)
                             outcome.applied, outcome.stale = merged.applied, merged.stale
                             finish_partition(part, merged)
-                        outcome.status = "merged"
+                            outcome.status = "merged"
+                        elif part.input_path.with_name(f"merged-{part.input_id}.json").exists():
+                            outcome.status = "merged"  # merged by an earlier backfill of the same work
+                        else:
+                            outcome.status = "failed"
+                            outcome.error = f"{part.result_path} is missing after the worker reported it done"
+                            say(f"partition {part.day} failed: {outcome.error}")
                 finally:
                     con.close()
             for part, _ in done:

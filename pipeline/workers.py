@@ -14,6 +14,7 @@ merged idempotently, so running twice changes nothing.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import socket
@@ -84,7 +85,13 @@ def load(settings: Settings | None = None, threads: int | None = None) -> tuple[
             from models.tagging import get_tagger
 
             settings = settings or get_settings()
-            model = load_model(threads=threads or settings.sentiment_threads or None, cache_dir=settings.models_dir)
+            settings.models_dir.mkdir(parents=True, exist_ok=True)
+            # Workers starting together on one data home would each build the int8 graph into the same cache file:
+            # the first builds it, the others wait and load it.
+            with open(settings.models_dir / ".load.lock", "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                model = load_model(threads=threads or settings.sentiment_threads or None,
+                                   cache_dir=settings.models_dir)
             _loaded = (model, get_tagger())
         return _loaded
 
@@ -104,8 +111,14 @@ def score_partition(self: Any, relative_input: str) -> dict[str, Any]:
             "redelivered": bool((self.request.delivery_info or {}).get("redelivered"))}
     if result.exists():
         return {**info, "result": str(result.relative_to(root)), "computed": False}
-    if not input_path.exists():  # merged (and cleaned up) after another attempt finished it
-        return {**info, "result": None, "computed": False}
+    if not input_path.exists():
+        partition_id = input_path.stem.removeprefix("input-")
+        if input_path.with_name(f"merged-{partition_id}.json").exists():  # another attempt finished, it was merged
+            return {**info, "result": None, "computed": False}
+        raise FileNotFoundError(
+            f"partition {relative_input} is not under this worker's data home ({root}): every worker must see the "
+            "backfill's CRYPTOWIRE_HOME (a shared directory, the same CRYPTOWIRE_HOME)"
+        )
     attempt = attempt_id()
     holding = input_path.with_name(f"running-{input_path.stem.removeprefix('input-')}.{attempt}.json")
     holding.write_text(json.dumps({**info, "pid": os.getpid(), "since": time.time()}))

@@ -83,10 +83,17 @@ def register(app: typer.Typer) -> None:
         def say(line: str) -> None:
             typer.echo(line, err=True)
 
+        from kombu.exceptions import OperationalError
+
+        from warehouse.db import WarehouseLocked
+
         try:
             report = run_backfill(settings, first, last, timeout=timeout, wait_timeout=wait_timeout, say=say)
-        except (ValueError, WaitTimeout, BackfillTimeout) as exc:
+        except (ValueError, WaitTimeout, BackfillTimeout, WarehouseLocked) as exc:
             fail(str(exc))
+            return
+        except OperationalError as exc:
+            fail(f"cannot reach Redis (CRYPTOWIRE_REDIS_URL): {exc}; start it or fix the URL")
             return
         if as_json:
             emit_json(report.as_dict())
