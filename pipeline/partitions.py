@@ -109,35 +109,32 @@ def export_partitions(
 
     with transaction(con):
         con.execute(SYNC_SQL)
-    rows = con.execute(
-        """SELECT id, title, summary, published_at, content_hash, published_at::DATE AS day FROM articles
-           WHERE published_at >= ? AND published_at < ?
-             AND (model_version IS DISTINCT FROM ? OR tagger_version IS DISTINCT FROM ?)
-           ORDER BY day, id""",
-        [datetime.combine(since, datetime.min.time()), datetime.combine(until + timedelta(days=1), datetime.min.time()),
-         model_version, tagger_version],
+    todo = """FROM articles WHERE published_at >= ? AND published_at < ?
+              AND (model_version IS DISTINCT FROM ? OR tagger_version IS DISTINCT FROM ?)"""
+    day_list = con.execute(
+        f"SELECT published_at::DATE AS day FROM (SELECT published_at {todo}) GROUP BY day ORDER BY day",
+        [_midnight(since), _midnight(until + timedelta(days=1)), model_version, tagger_version],
     ).fetchall()
-    by_day: dict[date, list[tuple]] = {}
-    for r in rows:
-        by_day.setdefault(r[5], []).append(r)
     out = []
-    for day, todo in sorted(by_day.items()):
-        pid = input_id(model_version, tagger_version, [(r[0], r[4]) for r in todo])
+    for (day,) in day_list:  # one day in memory at a time: a backfill of years does not hold them all
+        frame = pl.from_arrow(con.sql(
+            f"SELECT id, title, summary, published_at, content_hash {todo} ORDER BY id",
+            params=[_midnight(day), _midnight(day + timedelta(days=1)), model_version, tagger_version],
+        ).to_arrow_table())
+        assert isinstance(frame, pl.DataFrame)
+        pid = input_id(model_version, tagger_version, list(zip(frame["id"], frame["content_hash"], strict=True)))
         folder = root / day.isoformat()
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"input-{pid}.parquet"
         if not path.exists():
-            frame = pl.DataFrame(
-                {"id": [r[0] for r in todo], "title": [r[1] for r in todo], "summary": [r[2] for r in todo],
-                 "published_at": [r[3] for r in todo], "content_hash": [r[4] for r in todo]},
-                schema={"id": pl.String, "title": pl.String, "summary": pl.String,
-                        "published_at": pl.Datetime("us"), "content_hash": pl.String},
-            )
             meta = {"model_version": model_version, "tagger_version": tagger_version, "day": day.isoformat()}
-            frame = frame.with_columns(pl.lit(json.dumps(meta)).alias("_meta"))
-            _replace_atomically(frame, path, attempt_id())
-        out.append(Partition(day=day, input_id=pid, articles=len(todo), input_path=path))
+            _replace_atomically(frame.with_columns(pl.lit(json.dumps(meta)).alias("_meta")), path, attempt_id())
+        out.append(Partition(day=day, input_id=pid, articles=frame.height, input_path=path))
     return out
+
+
+def _midnight(day: date) -> datetime:
+    return datetime.combine(day, datetime.min.time())
 
 
 def score_partition_file(input_path: Path, model: Any, tagger: Any, now: datetime | None = None) -> Path:

@@ -130,6 +130,8 @@ def score_partition(self: Any, relative_input: str) -> dict[str, Any]:
         started = time.perf_counter()
         score_partition_file(input_path, model, tagger)
         seconds = time.perf_counter() - started
+        if input_path.with_name(f"merged-{input_path.stem.removeprefix('input-')}.json").exists():
+            result.unlink(missing_ok=True)  # a twin of this attempt finished first and was merged: nothing to keep
     finally:
         holding.unlink(missing_ok=True)
     return {**info, "result": str(result.relative_to(root)), "computed": True, "seconds": round(seconds, 3)}
