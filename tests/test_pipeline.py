@@ -42,7 +42,7 @@ def test_definitions_validate() -> None:
 def test_every_command_has_help() -> None:
     result = runner.invoke(app, ["--help"])
     assert result.exit_code == 0
-    for command in ("materialize", "status", "up", "dev"):
+    for command in ("materialize", "status", "up", "dev", "worker", "backfill"):
         assert command in result.output
         sub = runner.invoke(app, [command, "--help"])
         assert sub.exit_code == 0 and "Usage" in sub.output
