@@ -115,6 +115,10 @@ def export_partitions(
         f"SELECT published_at::DATE AS day FROM (SELECT published_at {todo}) GROUP BY day ORDER BY day",
         [_midnight(since), _midnight(until + timedelta(days=1)), model_version, tagger_version],
     ).fetchall()
+    with_work = {day for (day,) in day_list}
+    for day in days(since, until):
+        if day not in with_work:
+            _remove_leftovers(root / day.isoformat())
     out = []
     for (day,) in day_list:  # one day in memory at a time: a backfill of years does not hold them all
         frame = pl.from_arrow(con.sql(
@@ -131,6 +135,15 @@ def export_partitions(
             _replace_atomically(frame.with_columns(pl.lit(json.dumps(meta)).alias("_meta")), path, attempt_id())
         out.append(Partition(day=day, input_id=pid, articles=frame.height, input_path=path))
     return out
+
+
+def _remove_leftovers(folder: Path) -> None:
+    """A day with nothing left to score keeps no inputs or results: what a backfill killed between a merge's commit
+    and its clean-up leaves behind (``merged-*.json`` markers stay)."""
+    if folder.is_dir():
+        for pattern in ("input-*", "result-*", "running-*"):
+            for path in folder.glob(pattern):
+                path.unlink(missing_ok=True)
 
 
 def _midnight(day: date) -> datetime:

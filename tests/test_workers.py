@@ -211,3 +211,55 @@ def test_the_dagster_job_scores_its_day_on_a_worker(tmp_path: Path, redis_url_se
         assert by_day.fetchall() == [(DAYS[0], 0), (DAYS[1], 10)]
     finally:
         con.close()
+
+
+def test_a_backfill_killed_midway_is_finished_by_running_it_again(tmp_path: Path, redis_url_server: str, model,
+                                                                  sentiment_cache: Path) -> None:
+    """`cryptowire backfill` killed with SIGKILL after its first merge: the same backfill run again merges the rest
+    (results already on disk are not computed again), and every article is scored once."""
+    from models.sentiment import article_text
+    from models.tagging import get_tagger
+
+    days, per_day = DAYS[:4], 8
+    raw = generate(days, per_day, seed=5)
+    con = db.connect(tmp_path / "inproc.duckdb")
+    insert_raw(con, raw)
+    enrich_articles(con, model, article_text, get_tagger(), now=datetime(2026, 3, 6))
+    expected = rows_of(con)
+    con.close()
+    home = tmp_path / "home"
+    con = db.connect(home / "warehouse.duckdb")
+    insert_raw(con, raw)
+    con.close()
+    shutil.copytree(sentiment_cache, home / "models", dirs_exist_ok=True)
+    env = _env(home, redis_url_server)
+    log = tmp_path / "worker.log"
+    worker = start_worker({**env, "CRYPTOWIRE_TEST_PARTITION_HOLD": "2"}, log)  # each day takes 2 s or more
+    args = [sys.executable, "-m", "pipeline.cli", "backfill", "--since", days[0].isoformat(), "--until",
+            days[-1].isoformat(), "--timeout", "120", "--json"]
+    try:
+        wait_ready(worker, log)
+        first = subprocess.Popen(args, env=env, cwd=PROJECT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while not list((home / "partitions").glob("*/merged-*.json")):
+            assert first.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        first.kill()  # SIGKILL, after its first merge
+        first.wait(10)
+        assert len(list((home / "partitions").glob("*/merged-*.json"))) < len(days)
+        again = subprocess.run(args, env=env, cwd=PROJECT, capture_output=True, text=True, timeout=300)
+    finally:
+        stop(worker)
+    assert again.returncode == 0, again.stderr
+    report = json.loads(again.stdout)
+    assert 0 < len(report["partitions"]) < len(days)  # only the days not merged before the kill
+    assert all(p["status"] == "merged" and p["applied"] == per_day for p in report["partitions"])
+    con = db.connect(home / "warehouse.duckdb", read_only=True)
+    try:
+        assert con.execute("SELECT count(*), count(DISTINCT id) FROM articles").fetchall()[0] == (len(raw), len(raw))
+        assert rows_of(con) == expected
+    finally:
+        con.close()
+    # no input, result or running file is left; a day merged just before the kill may lack its marker
+    left = {p.name.split("-")[0] for p in (home / "partitions").glob("*/*")}
+    assert left == {"merged"}, sorted(str(p) for p in (home / "partitions").glob("*/*"))
