@@ -61,6 +61,44 @@ def maintenance() -> None:
     prune_snapshots()
 
 
+# `articles` per publication day on the workers (`cryptowire worker`, Celery over CRYPTOWIRE_REDIS_URL): a Dagster
+# backfill of this job over a date range launches one run per day; each run exports its day, queues it for the
+# workers and merges the result (pipeline/backfill.py). The op claims no writer-pool slot: it writes the warehouse
+# only for a moment (export, merge) under the data home's materialization lock, and would otherwise hold the slot
+# while the workers score.
+ARTICLE_DAYS = dg.DailyPartitionsDefinition(start_date="2009-01-03", timezone="UTC", end_offset=1)
+
+
+@dg.op(description="Score and tag the partition's days of articles on the workers, then merge the results.")
+def score_days_on_workers(context: dg.OpExecutionContext) -> dg.Output[None]:
+    from datetime import timedelta
+
+    from pipeline.backfill import run_backfill
+    from warehouse.config import get_settings
+
+    window = context.partition_time_window
+    since, until = window.start.date(), (window.end - timedelta(days=1)).date()
+    report = run_backfill(get_settings(), since, until, say=context.log.info)
+    if not report.ok:
+        failed = [f"{p.day}: {p.error}" for p in report.partitions if p.status != "merged"]
+        raise dg.Failure(f"partitions not merged: {'; '.join(failed)}")
+    return dg.Output(None, metadata={
+        "partitions": len(report.partitions), "articles": report.articles, "merged": report.merged_articles,
+        "seconds": report.seconds, "model_version": report.model_version,
+        "by_partition": dg.MetadataValue.json([
+            {"day": p.day, "articles": p.applied, "worker": p.worker} for p in report.partitions]),
+    })
+
+
+@dg.job(
+    partitions_def=ARTICLE_DAYS,
+    description="Score and tag `articles` per publication day on Celery workers (`cryptowire worker`); backfill it "
+    "over a date range to spread the days over the workers. Same as `cryptowire backfill`.",
+)
+def articles_on_workers() -> None:
+    score_days_on_workers()
+
+
 def schedules(settings: Settings) -> list[dg.ScheduleDefinition]:
     return [
         dg.ScheduleDefinition(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from pipeline.commands import core, export, keys, plot, sentiment, serve, sql, tag
+from pipeline.commands import core, export, keys, plot, sentiment, serve, sql, tag, workers
 
 app = typer.Typer(
     name="cryptowire",
@@ -16,7 +16,7 @@ app = typer.Typer(
 )
 
 # Each command module exposes register(app) and imports its heavy code inside the commands.
-for _module in (core, serve, sentiment, tag, keys, export, sql, plot):
+for _module in (core, serve, sentiment, tag, keys, export, sql, plot, workers):
     _module.register(app)
 
 

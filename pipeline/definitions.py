@@ -12,6 +12,7 @@ from pipeline.assets.sentiment import asset_sentiment
 from pipeline.assets.serving import serving_snapshot
 from pipeline.assets.stories import stories
 from pipeline.automation import (
+    articles_on_workers,
     automation_sensor,
     backfill_articles_job,
     ingest_job,
@@ -43,7 +44,7 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
     return dg.Definitions(
         assets=ALL_ASSETS,
         asset_checks=ALL_CHECKS,
-        jobs=[ingest_job, refresh_job, backfill_articles_job, rederive_events_job, maintenance],
+        jobs=[ingest_job, refresh_job, backfill_articles_job, rederive_events_job, maintenance, articles_on_workers],
         schedules=schedules(settings),
         sensors=[automation_sensor, recover_dead_runs],
         resources=resources(settings),

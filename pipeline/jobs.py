@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import json
 import os
-import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -18,13 +18,42 @@ from warehouse.config import PROJECT_ROOT, Settings
 DAGSTER_YAML = PROJECT_ROOT / "dagster.yaml"
 
 
+def dagster_postgres_url(url: str) -> str:
+    """The URL for dagster-postgres, whose SQL (``NOTIFY channel, :param``) needs the psycopg2 driver; SQLAlchemy 2.1
+    gives ``postgresql://`` to psycopg 3, which binds parameters server-side and fails there."""
+    for scheme in ("postgresql://", "postgres://"):
+        if url.startswith(scheme):
+            return "postgresql+psycopg2://" + url[len(scheme):]
+    return url
+
+
+def dagster_yaml(settings: Settings) -> str:
+    """The instance's dagster.yaml: the project's, plus Postgres storage when ``CRYPTOWIRE_DATABASE_URL`` is set."""
+    text = DAGSTER_YAML.read_text()
+    if settings.database_url:
+        text += (
+            "\n# Added by cryptowire because CRYPTOWIRE_DATABASE_URL is set: runs, event logs, schedules and sensors"
+            "\n# live in Postgres, shared by the daemon, the webserver, `cryptowire materialize` on any machine.\n"
+            f"storage:\n  postgres:\n    postgres_url: {json.dumps(dagster_postgres_url(settings.database_url))}\n"
+        )
+    return text
+
+
 def prepare_dagster_home(settings: Settings) -> Path:
-    """Create the Dagster home under the data home with the project's dagster.yaml; point DAGSTER_HOME at it."""
+    """Create the Dagster home under the data home with the instance's dagster.yaml (``dagster_yaml``); point
+    DAGSTER_HOME at it. Unset ``CRYPTOWIRE_DATABASE_URL``: Dagster's own SQLite storage in that directory."""
     home = settings.dagster_home.resolve()
     home.mkdir(parents=True, exist_ok=True)
     target = home / "dagster.yaml"
-    if not target.exists() or target.read_bytes() != DAGSTER_YAML.read_bytes():
-        shutil.copyfile(DAGSTER_YAML, target)
+    text = dagster_yaml(settings)
+    if not target.exists() or target.read_text() != text:
+        tmp = target.with_name("dagster.yaml.partial")
+        # the URL may carry a password: readable by the owner only
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if settings.database_url else 0o644)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o600 if settings.database_url else 0o644)
+        os.replace(tmp, target)
     os.environ["DAGSTER_HOME"] = str(home)
     return home
 

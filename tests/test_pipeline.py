@@ -42,7 +42,7 @@ def test_definitions_validate() -> None:
 def test_every_command_has_help() -> None:
     result = runner.invoke(app, ["--help"])
     assert result.exit_code == 0
-    for command in ("materialize", "status", "up", "dev"):
+    for command in ("materialize", "status", "up", "dev", "worker", "backfill"):
         assert command in result.output
         sub = runner.invoke(app, [command, "--help"])
         assert sub.exit_code == 0 and "Usage" in sub.output
@@ -160,7 +160,7 @@ def test_the_cli_imports_no_heavy_code_until_a_command_needs_it() -> None:
     """`cryptowire serve` must start fast and small: loading the CLI loads no torch, transformers or dagster."""
     code = (
         "import sys, pipeline.cli; "
-        "print([m for m in ('torch', 'transformers', 'dagster', 'matplotlib') if m in sys.modules])"
+        "print([m for m in ('torch', 'transformers', 'dagster', 'matplotlib', 'celery') if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=120)
     assert out.returncode == 0, out.stderr

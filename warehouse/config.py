@@ -62,6 +62,14 @@ class Settings(BaseSettings):
     # --- enrichment ------------------------------------------------------------
     sentiment_threads: int = Field(default=0, description="Sentiment inference threads (0: number of cores).")
 
+    # --- workers (cryptowire worker / backfill; Celery over CRYPTOWIRE_REDIS_URL) -------------------------------
+    worker_visibility_timeout: float = Field(
+        default=1800.0, gt=0,
+        description="Seconds after which a partition taken by a worker that has not finished it (killed, lost) is "
+        "handed to another worker. Longer than the slowest partition takes: a live worker past it gets a twin "
+        "(harmless, partitions are idempotent, but wasted work).",
+    )
+
     # --- serving ---------------------------------------------------------------
     host: str = Field(default="127.0.0.1", description="Address `cryptowire serve` binds.")
     port: int = Field(default=8000, ge=1, le=65535, description="Port `cryptowire serve` binds.")
@@ -115,6 +123,11 @@ class Settings(BaseSettings):
     def models_dir(self) -> Path:
         """Built model artefacts (the sentiment model's int8 graph), rebuilt when missing."""
         return self.home / "models"
+
+    @property
+    def partitions_dir(self) -> Path:
+        """Partition inputs and results of `cryptowire backfill` (shared with the workers)."""
+        return self.home / "partitions"
 
     @property
     def dagster_home(self) -> Path:

@@ -156,8 +156,7 @@ def build_model(directory: Path | None = None, *, threads: int | None = None, ba
     from models.sentiment import runtime
 
     calibration = runtime.calibration_texts((directory or WEIGHTS_DIR) / runtime.CALIBRATION_FILE)
-    texts_hash = hashlib.sha256("\n".join(calibration).encode()).hexdigest()[:12]
-    version = _version(delta_version, f"{runtime.RECIPE}-ort{runtime.ort_version()}-calibration{texts_hash}")
+    version = _version(delta_version, _int8_tag(calibration))
     path = runtime.cache_file(cache_dir, version) if cache_dir else None
     session = None
     if path is not None and path.is_file():
@@ -192,6 +191,24 @@ def _torch_net(base_dir: Path, tensors: dict[str, Any]) -> Any:
     net.encoder.load_state_dict(apply_delta(encoder.state_dict(), tensors))
     net.head.load_state_dict({"weight": tensors["head.weight"], "bias": tensors["head.bias"]})
     return net.eval()
+
+
+def _int8_tag(calibration: list[str]) -> str:
+    from models.sentiment import runtime
+
+    texts_hash = hashlib.sha256("\n".join(calibration).encode()).hexdigest()[:12]
+    return f"{runtime.RECIPE}-ort{runtime.ort_version()}-calibration{texts_hash}"
+
+
+def int8_model_version(directory: Path | None = None) -> str:
+    """The ``model_version`` ``load_model()`` gives its articles, without building the model: what a process that
+    hands work to others (``cryptowire backfill``) compares against."""
+    from models.sentiment import runtime
+    from models.sentiment.delta import WEIGHTS_DIR, read_delta
+
+    _, _, delta_version = read_delta(directory or WEIGHTS_DIR)
+    calibration = runtime.calibration_texts((directory or WEIGHTS_DIR) / runtime.CALIBRATION_FILE)
+    return _version(delta_version, _int8_tag(calibration))
 
 
 def _version(delta_version: str, backend: str) -> str:

@@ -1,0 +1,156 @@
+"""``cryptowire backfill``: export the days' partitions, queue them for the workers, merge their results.
+
+The export and every merge hold the data home's materialization lock and open the warehouse read-write for a
+moment, so they take turns with ``cryptowire materialize`` and keep the one-writer rule; the workers never open the
+warehouse. Results are merged as they arrive, so an interrupted backfill keeps what it merged, and running it again
+queues only the partitions still unscored (a partition whose result is already on disk is not computed again).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import date
+from typing import Any
+
+from warehouse.config import Settings
+
+POLL_SECONDS = 0.25
+
+
+@dataclass
+class PartitionOutcome:
+    day: str
+    input_id: str
+    articles: int
+    status: str = "queued"  # queued | merged | failed
+    worker: str | None = None
+    computed: bool | None = None
+    applied: int = 0
+    stale: int = 0
+    error: str | None = None
+
+
+@dataclass
+class BackfillReport:
+    since: str
+    until: str
+    model_version: str
+    tagger_version: str
+    partitions: list[PartitionOutcome] = field(default_factory=list)
+    articles: int = 0
+    merged_articles: int = 0
+    seconds: float = 0.0
+    ok: bool = True
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class BackfillTimeout(Exception):
+    pass
+
+
+def run_backfill(
+    settings: Settings,
+    since: date,
+    until: date,
+    timeout: float | None = None,
+    wait_timeout: float | None = None,
+    say: Callable[[str], None] = print,
+) -> BackfillReport:
+    from models.sentiment.model import int8_model_version
+    from models.tagging import get_tagger
+    from pipeline.partitions import export_partitions, finish_partition, merge_result
+    from pipeline.runlock import exclusive
+    from pipeline.workers import configure, queue
+    from warehouse import db
+
+    if until < since:
+        raise ValueError(f"--until {until} is before --since {since}")
+    configure(settings)
+    import redis
+
+    try:  # before exporting anything
+        redis.Redis.from_url(settings.redis_url or "", socket_connect_timeout=5, socket_timeout=5).ping()
+    except redis.RedisError as exc:
+        raise ValueError(f"cannot reach Redis at CRYPTOWIRE_REDIS_URL ({exc}): start it or fix the URL") from exc
+    settings.ensure_dirs()
+    started = time.perf_counter()
+    root = settings.partitions_dir
+    lock = settings.dagster_home / "materialize.lock"
+    model_version, tagger_version = int8_model_version(), get_tagger().version
+    report = BackfillReport(since.isoformat(), until.isoformat(), model_version, tagger_version)
+
+    with exclusive(lock, wait_timeout, say):
+        con = db.connect(settings.warehouse_path)
+        try:
+            parts = export_partitions(con, root, model_version, tagger_version, since, until)
+        finally:
+            con.close()
+    report.articles = sum(p.articles for p in parts)
+    if not parts:
+        report.seconds = round(time.perf_counter() - started, 3)
+        return report
+    say(f"queued {len(parts)} partition(s), {report.articles} articles")
+    outcomes = {p.input_id: PartitionOutcome(p.day.isoformat(), p.input_id, p.articles) for p in parts}
+    report.partitions = list(outcomes.values())
+    pending = dict(zip([r.id for r in queue([str(p.input_path.relative_to(root)) for p in parts])], parts,
+                       strict=True))
+    results = {task_id: None for task_id in pending}
+    from pipeline.workers import app
+
+    while pending:
+        done = []
+        for task_id, part in pending.items():
+            res = results[task_id] or app.AsyncResult(task_id)
+            results[task_id] = res
+            if res.state == "SUCCESS":
+                done.append((part, res.result))
+            elif res.state == "FAILURE":
+                outcome = outcomes[part.input_id]
+                outcome.status, outcome.error = "failed", f"{type(res.result).__name__}: {res.result}"
+                say(f"partition {part.day} failed: {outcome.error}")
+                done.append((part, None))
+        if done:
+            with exclusive(lock, wait_timeout, say):
+                try:
+                    con = db.connect(settings.warehouse_path)
+                except db.WarehouseLocked as exc:  # a run the daemon launched is writing: merge on a later turn
+                    say(f"merge postponed: {exc}")
+                    time.sleep(POLL_SECONDS)
+                    continue
+                try:
+                    for part, value in done:
+                        if value is None:
+                            continue
+                        outcome = outcomes[part.input_id]
+                        outcome.worker, outcome.computed = value.get("worker"), value.get("computed")
+                        if part.result_path.exists():
+                            merged = merge_result(con, part.result_path)
+                            outcome.applied, outcome.stale = merged.applied, merged.stale
+                            finish_partition(part, merged)
+                            outcome.status = "merged"
+                        elif part.input_path.with_name(f"merged-{part.input_id}.json").exists():
+                            outcome.status = "merged"  # merged by an earlier backfill of the same work
+                        else:
+                            outcome.status = "failed"
+                            outcome.error = f"{part.result_path} is missing after the worker reported it done"
+                            say(f"partition {part.day} failed: {outcome.error}")
+                finally:
+                    con.close()
+            for part, _ in done:
+                pending = {k: v for k, v in pending.items() if v is not part}
+        if pending:
+            if timeout is not None and time.perf_counter() - started > timeout:
+                days = ", ".join(sorted(p.day.isoformat() for p in pending.values()))
+                raise BackfillTimeout(
+                    f"gave up after {timeout:g} s with {len(pending)} partition(s) not done ({days}); are workers "
+                    "running (`cryptowire worker`)? They stay queued: run the same backfill again to merge them"
+                )
+            time.sleep(POLL_SECONDS)
+    report.merged_articles = sum(o.applied for o in report.partitions)
+    report.ok = all(o.status == "merged" for o in report.partitions)
+    report.seconds = round(time.perf_counter() - started, 3)
+    return report
