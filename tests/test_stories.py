@@ -108,10 +108,22 @@ def test_story_ids_have_the_documented_form() -> None:
 
 def test_the_window_bounds_a_story() -> None:
     v = np.ones(4, dtype=np.float32) / 2
+    said = {"title_words": frozenset({"exchange", "hacked"}), "lede_words": frozenset({"exchange", "hacked"}),
+            "names": frozenset({"bybit"})}
     c = Clusterer()
-    first = c.add(Item("x", T0, v, v))
-    assert c.add(Item("y", T0 + timedelta(hours=47), v, v)) == first
-    assert c.add(Item("z", T0 + timedelta(hours=200), v, v)) != first  # same words a week later: another story
+    first = c.add(Item("x", T0, v, v, **said))
+    assert c.add(Item("y", T0 + timedelta(hours=47), v, v, **said)) == first
+    assert c.add(Item("z", T0 + timedelta(hours=200), v, v, **said)) != first  # same words a week later: another story
+
+
+def test_time_apart_and_one_outlet_lower_the_odds() -> None:
+    v = np.ones(4, dtype=np.float32) / 2
+    a = Item("a", T0, v, v, source="p.example")
+    near, far = Item("b", T0 + timedelta(hours=1), v, v), Item("c", T0 + timedelta(hours=40), v, v)
+    model = Clusterer().model
+    assert model.probability(a, near) > model.probability(a, far)
+    same_outlet = Item("d", T0 + timedelta(hours=1), v, v, source="p.example")
+    assert model.probability(a, near) > model.probability(a, same_outlet)
 
 
 def test_sources_group_and_every_article_has_one_story(home: Path) -> None:
@@ -232,3 +244,21 @@ def test_a_snapshot_from_before_stories_still_serves(home: Path, tmp_path: Path)
         nodes = _all(srv, NEWS, "cryptoNews", {"n": 3, "c": True})
         assert len(nodes) == len(ETF) + len(OTHER) and all(n["story"] is None for n in nodes)
         assert ok(srv, STORIES, {"n": 5})["stories"]["edges"] == []
+
+
+def test_the_pair_trainer_recovers_known_weights() -> None:
+    from pipeline.stories import pairs
+
+    rng = np.random.default_rng(3)
+    x = rng.uniform(0, 1, size=(20_000, 3))
+    truth, bias = np.array([4.0, -2.0, 1.0]), -1.5
+    y = (rng.uniform(size=len(x)) < 1 / (1 + np.exp(-(x @ truth + bias)))).astype(float)
+    w, b = pairs.fit(x, y, l2=0.0)
+    assert np.allclose(w, truth, atol=0.25) and abs(b - bias) < 0.25
+
+
+def test_the_shipped_pair_model_names_this_codes_features() -> None:
+    from pipeline.stories import pairs
+
+    model = pairs.load()
+    assert len(model.weights) == len(pairs.FEATURES) and 0 < model.threshold < 1

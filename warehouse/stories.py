@@ -10,7 +10,7 @@ import duckdb
 import polars as pl
 
 NEW_SQL = """
-SELECT a.id, a.published_at, a.title, a.summary, coalesce(a.tickers, []::VARCHAR[])
+SELECT a.id, a.published_at, a.title, a.summary, coalesce(a.tickers, []::VARCHAR[]), a.source_name
 FROM articles a ANTI JOIN story_articles s ON s.article_id = a.id
 ORDER BY a.published_at, a.id
 """
@@ -18,7 +18,7 @@ ORDER BY a.published_at, a.id
 # The grouped articles whose publication time is within reach of the new ones, with what the grouping compares.
 RECENT_SQL = """
 SELECT s.article_id, s.published_at, s.story_id, e.text_vec, e.title_vec,
-       coalesce(a.tickers, []::VARCHAR[]) AS tickers, e.numbers, e.title_numbers
+       coalesce(a.tickers, []::VARCHAR[]) AS tickers, e.numbers, e.title_numbers, a.title, a.summary, a.source_name
 FROM story_articles s JOIN article_embeddings e ON e.article_id = s.article_id JOIN articles a ON a.id = s.article_id
 WHERE s.published_at >= ? AND s.published_at <= ?
 ORDER BY s.published_at, s.article_id
@@ -38,7 +38,7 @@ GROUP BY s.story_id
 
 
 def new_articles(con: duckdb.DuckDBPyConnection) -> list[tuple[Any, ...]]:
-    """Articles in no story yet, oldest first: ``(id, published_at, title, summary, tickers)``."""
+    """Articles in no story yet, oldest first: ``(id, published_at, title, summary, tickers, source_name)``."""
     return con.execute(NEW_SQL).fetchall()
 
 
@@ -68,7 +68,8 @@ def _frame(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any]) -> pl.Da
 
 # Frames, not tuples: a thousand vectors come out of DuckDB as Arrow columns far faster than as Python lists.
 def recent(con: duckdb.DuckDBPyConnection, lo: datetime, hi: datetime) -> pl.DataFrame:
-    """Columns: article_id, published_at, story_id, text_vec, title_vec, tickers, numbers, title_numbers."""
+    """Columns: article_id, published_at, story_id, text_vec, title_vec, tickers, numbers, title_numbers, title,
+    summary, source_name."""
     return _frame(con, RECENT_SQL, [lo, hi])
 
 

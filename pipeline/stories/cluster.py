@@ -1,14 +1,10 @@
 """Grouping articles into stories, one article at a time in publication order.
 
-An article joins the story holding its most similar article published within ``WINDOW`` of it, when that
-similarity reaches ``THRESHOLD``; otherwise it starts a story of its own (its id derives from that first article's
-id, so it never changes when others join). Similarity of two articles (weights tuned on the dev pairs of
-``models/eval/story_pairs.jsonl`` only, see docs/stories.md)::
-
-    0.7 x cos(title + lede) + 0.3 x cos(title)
-      + 0.10 when they state a common number (amount, percentage, price)
-      - 0.10 when both titles state numbers and none is common ("falls 5 %" vs "falls 12 %")
-      - 0.05 when both name tickers and none is common
+An article joins the story holding its most likely "same story" article published within ``WINDOW`` of it, when
+that probability reaches the pair model's threshold; otherwise it starts a story of its own (its id derives from
+that first article's id, so it never changes when others join). The probability comes from a logistic model over
+what the two share (``pipeline.stories.pairs``), learned from the dev pairs of ``models/eval/story_pairs.jsonl``
+only (docs/stories.md).
 
 Single link against the story's members in the window (not a centroid): a story told by a wire and re-told by
 others drifts in wording, and its newest articles are the ones a re-post resembles most. Incremental: only the
@@ -21,14 +17,13 @@ import bisect
 import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
-WINDOW = timedelta(hours=48)
-THRESHOLD = 0.70
-W_TEXT, W_TITLE = 0.7, 0.3
-NUMBER_BONUS, NUMBER_CONFLICT, TICKER_CONFLICT = 0.10, 0.10, 0.05
+from pipeline.stories import pairs
+
+WINDOW = timedelta(hours=pairs.WINDOW_HOURS)
 ID_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 
 
@@ -42,6 +37,16 @@ def story_id(first_article_id: str) -> str:
     return "st_" + "".join(out)
 
 
+def _seconds(at: datetime) -> float:
+    """Seconds since the epoch of a UTC time, naive (the warehouse's) or aware."""
+    if at.tzinfo is not None:
+        at = at.astimezone(UTC).replace(tzinfo=None)
+    return (at - _EPOCH).total_seconds()
+
+
+_EPOCH = datetime(1970, 1, 1)
+
+
 @dataclass
 class Item:
     id: str
@@ -51,6 +56,10 @@ class Item:
     tickers: frozenset[str] = frozenset()
     numbers: frozenset[str] = frozenset()  # of title + lede
     title_numbers: frozenset[str] = frozenset()
+    source: str = ""
+    title_words: frozenset[str] = frozenset()
+    lede_words: frozenset[str] = frozenset()  # of title + lede
+    names: frozenset[str] = frozenset()  # of title + lede
 
 
 @dataclass
@@ -58,11 +67,12 @@ class Clusterer:
     """Stories of the articles added so far; ``seed`` it with the recent stories' articles, then ``add``."""
 
     window: timedelta = WINDOW
-    threshold: float = THRESHOLD
+    model: pairs.PairModel = field(default_factory=pairs.load)
     items: list[Item] = field(default_factory=list)
     story_of: list[str] = field(default_factory=list)
     _text: np.ndarray | None = None  # one row per item (capacity doubles): a candidate set is one fancy index
     _title: np.ndarray | None = None
+    _secs: np.ndarray | None = None  # publication times as seconds, for the time gap of many candidates at once
     _times: list[datetime] = field(default_factory=list)  # sorted: a late article (re-dated, slow feed) fits in
     _order: list[int] = field(default_factory=list)  # item indices in the order of _times
 
@@ -78,31 +88,30 @@ class Clusterer:
             cap = max(1024, 2 * n)
             text = np.zeros((cap, len(item.text_vec)), dtype=np.float32)
             title = np.zeros((cap, len(item.title_vec)), dtype=np.float32)
-            if self._text is not None and self._title is not None:
+            secs = np.zeros(cap, dtype=np.float64)
+            if self._text is not None and self._title is not None and self._secs is not None:
                 text[: n - 1], title[: n - 1] = self._text[: n - 1], self._title[: n - 1]
-            self._text, self._title = text, title
+                secs[: n - 1] = self._secs[: n - 1]
+            self._text, self._title, self._secs = text, title, secs
+        assert self._secs is not None
         self._text[n - 1], self._title[n - 1] = item.text_vec, item.title_vec
+        self._secs[n - 1] = _seconds(item.published_at)
         at = bisect.bisect_right(self._times, item.published_at)
         self._times.insert(at, item.published_at)
         self._order.insert(at, len(self.items) - 1)
 
     def scores(self, item: Item, candidates: Sequence[int]) -> np.ndarray:
-        """Similarities to ``candidates`` (exact for those that can reach the threshold)."""
-        assert self._text is not None and self._title is not None
+        """Logits of "same story" against ``candidates`` (exact for those that can reach the threshold)."""
+        assert self._text is not None and self._title is not None and self._secs is not None
         idx = np.asarray(candidates, dtype=np.int64)
         text = self._text[idx] @ item.text_vec
         title = self._title[idx] @ item.title_vec
-        s = W_TEXT * text + W_TITLE * title
-        # the rules move a score by at most NUMBER_BONUS up: candidates further below cannot reach the threshold
-        for k in np.flatnonzero(s >= self.threshold - NUMBER_BONUS):
-            other = self.items[idx[k]]
-            if item.numbers & other.numbers:
-                s[k] += NUMBER_BONUS
-            elif item.title_numbers and other.title_numbers and not item.title_numbers & other.title_numbers:
-                s[k] -= NUMBER_CONFLICT
-            if item.tickers and other.tickers and not item.tickers & other.tickers:
-                s[k] -= TICKER_CONFLICT
-        return s
+        gap = np.abs(self._secs[idx] - _seconds(item.published_at)) / 3600 / pairs.WINDOW_HOURS
+        z = self.model.dense_logits(text, title, gap)
+        cut = self.model.threshold_logit
+        for k in np.flatnonzero(z + self.model.sparse_headroom >= cut):
+            z[k] += self.model.sparse_logit(item, self.items[idx[k]])
+        return z
 
     def add(self, item: Item) -> str:
         """The story ``item`` joins (a new one when nothing in the window is close enough)."""
@@ -112,7 +121,7 @@ class Clusterer:
         if candidates:
             s = self.scores(item, candidates)
             best = int(np.argmax(s))
-            if s[best] >= self.threshold:
+            if s[best] >= self.model.threshold_logit:
                 sid = self.story_of[candidates[best]]
         sid = sid or story_id(item.id)
         self._append(item, sid)

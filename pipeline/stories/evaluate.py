@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from pipeline.stories.cluster import Clusterer, Item
-from pipeline.stories.features import ENCODER_VERSION, embed, numbers, story_text
+from pipeline.stories.features import ENCODER_VERSION, embed, names, numbers, story_text, words
 
 EVAL_DIR = Path(__file__).resolve().parents[2] / "models" / "eval"
 
@@ -43,10 +43,11 @@ def load_items(cache: Path | None = None) -> list[Item]:
     for k, r in enumerate(rows):
         at = datetime.fromisoformat(r["published_at"])
         tags = tagger.tag(r["title"], r.get("summary") or "", at)
+        lede = story_text(r["title"], r.get("summary"))
         items.append(Item(
             id=r["key"], published_at=at, text_vec=text[k], title_vec=title[k],
-            tickers=frozenset(h.symbol for h in tags.tickers),
-            numbers=numbers(story_text(r["title"], r.get("summary"))), title_numbers=numbers(r["title"]),
+            tickers=frozenset(h.symbol for h in tags.tickers), numbers=numbers(lede), title_numbers=numbers(r["title"]),
+            source=r["domain"], title_words=words(r["title"]), lede_words=words(lede), names=names(lede),
         ))
     return items
 

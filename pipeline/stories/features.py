@@ -36,6 +36,26 @@ def numbers(text: str) -> frozenset[str]:
     return frozenset(out)
 
 
+_WORD = re.compile(r"[a-z0-9]+")
+_NAME = re.compile(r"\b[A-Z][A-Za-z0-9]+\b")
+_STOP = frozenset("the a an of to in on for and as at by with is are be from its it this that after over into new "
+                  "amid says will".split())
+# Capitalised words every crypto headline has: as "names" they say nothing about which news it is.
+_COMMON_NAMES = frozenset("the a an in on for and as at by with is are be from its it this that after over into new "
+                          "amid says will price crypto bitcoin btc ethereum eth market here what why how could to of "
+                          "top".split())
+
+
+def words(text: str) -> frozenset[str]:
+    """Content words (lower case, three characters or more)."""
+    return frozenset(w for w in _WORD.findall(text.lower()) if len(w) > 2 and w not in _STOP)
+
+
+def names(text: str) -> frozenset[str]:
+    """Capitalised words (people, firms, products), lower-cased, without the ones every crypto story has."""
+    return frozenset(w.lower() for w in _NAME.findall(text) if w.lower() not in _COMMON_NAMES)
+
+
 def embed(texts: list[str]) -> Any:
     """Embeddings (float32, L2-normalised rows) of ``story_text`` strings with the packaged encoder."""
     from models.sentiment.evaluate import frozen_embeddings

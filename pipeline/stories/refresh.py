@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 
 from pipeline.stories.cluster import Clusterer, Item
-from pipeline.stories.features import ENCODER_VERSION, embed, numbers, story_text
+from pipeline.stories.features import ENCODER_VERSION, embed, names, numbers, story_text, words
 from warehouse import stories as ws
 from warehouse.db import transaction, utcnow
 
@@ -35,12 +35,17 @@ def _matrix(frame: pl.DataFrame, column: str) -> np.ndarray:
     return frame[column].explode().to_numpy().astype(np.float32).reshape(frame.height, -1)
 
 
-def _items(frame: pl.DataFrame, times: list[datetime], tickers: list[list[str]]) -> list[Item]:
+def _items(frame: pl.DataFrame, times: list[datetime], tickers: list[list[str]], titles: list[str],
+           summaries: list[str | None], sources: list[str | None]) -> list[Item]:
     text, title = _matrix(frame, "text_vec"), _matrix(frame, "title_vec")
-    return [Item(aid, at, text[k], title[k], frozenset(tk), frozenset(nums), frozenset(tnums))
-            for k, (aid, at, tk, nums, tnums) in enumerate(zip(
-                frame["article_id"].to_list(), times, tickers, frame["numbers"].to_list(),
-                frame["title_numbers"].to_list(), strict=True))]
+    out = []
+    for k, (aid, at, tk, nums, tnums) in enumerate(zip(
+            frame["article_id"].to_list(), times, tickers, frame["numbers"].to_list(),
+            frame["title_numbers"].to_list(), strict=True)):
+        lede = story_text(titles[k], summaries[k])
+        out.append(Item(aid, at, text[k], title[k], frozenset(tk), frozenset(nums), frozenset(tnums),
+                        sources[k] or "", words(titles[k]), words(lede), names(lede)))
+    return out
 
 
 def refresh_stories(con: duckdb.DuckDBPyConnection, embed_fn: Embed = embed, encoder: str = ENCODER_VERSION,
@@ -66,11 +71,13 @@ def refresh_stories(con: duckdb.DuckDBPyConnection, embed_fn: Embed = embed, enc
         if new:
             lo, hi = ws.reach(c.window, new[0][1], new[-1][1])
             seed = ws.recent(con, lo, hi)
-            c.seed(_items(seed, seed["published_at"].to_list(), seed["tickers"].to_list()), seed["story_id"].to_list())
+            c.seed(_items(seed, seed["published_at"].to_list(), seed["tickers"].to_list(), seed["title"].to_list(),
+                          seed["summary"].to_list(), seed["source_name"].to_list()), seed["story_id"].to_list())
             seeded = seed.height
             vecs = ws.embeddings(con, [r[0] for r in new])
             assert vecs.height == len(new), "every new article has a stored embedding"
-            items = _items(vecs, [r[1] for r in new], [r[4] for r in new])
+            items = _items(vecs, [r[1] for r in new], [r[4] for r in new], [r[2] for r in new],
+                           [r[3] for r in new], [r[5] for r in new])
             assigned = [(it.id, c.add(it), it.published_at) for it in items]
             touched = ws.save_assignments(con, assigned, now)
         count = con.execute("SELECT count(*) FROM stories").fetchall()[0][0]

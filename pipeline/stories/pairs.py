@@ -1,0 +1,119 @@
+"""Same story or not: a logistic model over what two articles share, learned from labelled pairs.
+
+The features (``FEATURES``) are the encoder's cosines (title + lede, title alone), the numbers, tickers, content
+words and names the two state, their distance in time and whether one outlet published both. The weights and the
+threshold live in ``pair_model.json``, written by ``python -m pipeline.stories.train`` from the development pairs
+of ``models/eval/story_pairs.jsonl`` only (docs/stories.md).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from pipeline.stories.cluster import Item
+
+MODEL_FILE = Path(__file__).with_name("pair_model.json")
+WINDOW_HOURS = 48.0
+
+# Order matters: it is the order of the weights in pair_model.json.
+FEATURES = (
+    "cos_text", "cos_title", "cos_text_sq", "gap",  # dense: computed for every candidate at once
+    "shared_number", "title_number_conflict", "ticker_conflict", "shared_ticker",  # 0/1
+    "title_words", "lede_words", "names",  # Jaccard overlap, 0..1
+    "same_source",  # 0/1
+)
+N_DENSE = 4
+
+
+def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    return len(a & b) / len(a | b) if a or b else 0.0
+
+
+def sparse_features(a: Item, b: Item) -> list[float]:
+    """The features after the dense ones, for one pair."""
+    return [
+        float(bool(a.numbers & b.numbers)),
+        float(bool(a.title_numbers and b.title_numbers and not a.title_numbers & b.title_numbers)),
+        float(bool(a.tickers and b.tickers and not a.tickers & b.tickers)),
+        float(bool(a.tickers & b.tickers)),
+        _jaccard(a.title_words, b.title_words),
+        _jaccard(a.lede_words, b.lede_words),
+        _jaccard(a.names, b.names),
+        float(bool(a.source) and a.source == b.source),
+    ]
+
+
+def features(a: Item, b: Item) -> list[float]:
+    ct, cti = float(a.text_vec @ b.text_vec), float(a.title_vec @ b.title_vec)
+    gap = abs((a.published_at - b.published_at).total_seconds()) / 3600 / WINDOW_HOURS
+    return [ct, cti, ct * ct, gap, *sparse_features(a, b)]
+
+
+@dataclass(frozen=True)
+class PairModel:
+    weights: tuple[float, ...]  # one per feature
+    bias: float
+    threshold: float  # probability of "same" at or above which two articles are one story
+
+    @property
+    def threshold_logit(self) -> float:
+        return math.log(self.threshold / (1 - self.threshold))
+
+    @property
+    def sparse_headroom(self) -> float:
+        """The most the sparse features (each within 0..1) can add to a logit: candidates whose dense part is
+        further below the threshold cannot reach it, and are not looked at one by one."""
+        return sum(max(0.0, w) for w in self.weights[N_DENSE:])
+
+    def dense_logits(self, cos_text: np.ndarray, cos_title: np.ndarray, gap: np.ndarray) -> np.ndarray:
+        w = self.weights
+        return self.bias + w[0] * cos_text + w[1] * cos_title + w[2] * cos_text * cos_text + w[3] * gap
+
+    def sparse_logit(self, a: Item, b: Item) -> float:
+        return float(np.dot(self.weights[N_DENSE:], sparse_features(a, b)))
+
+    def probability(self, a: Item, b: Item) -> float:
+        z = self.bias + float(np.dot(self.weights, features(a, b)))
+        return 1 / (1 + math.exp(-z))
+
+    def to_json(self, extra: dict[str, object]) -> str:
+        return json.dumps({"features": list(FEATURES), "weights": [round(w, 6) for w in self.weights],
+                           "bias": round(self.bias, 6), "threshold": self.threshold, **extra}, indent=2) + "\n"
+
+
+def fit(x: np.ndarray, y: np.ndarray, l2: float = 1.0, iterations: int = 50) -> tuple[np.ndarray, float]:
+    """L2-regularised logistic regression by Newton's method (the bias is not penalised)."""
+    xb = np.hstack([x, np.ones((len(x), 1))])
+    w = np.zeros(xb.shape[1])
+    penalty = np.diag(np.r_[np.full(x.shape[1], l2), 0.0])
+    for _ in range(iterations):
+        p = 1 / (1 + np.exp(-xb @ w))
+        grad = xb.T @ (p - y) + penalty @ w
+        hess = (xb * (p * (1 - p))[:, None]).T @ xb + penalty
+        step = np.linalg.solve(hess, grad)
+        w -= step
+        if float(np.abs(step).max()) < 1e-9:
+            break
+    return w[:-1], float(w[-1])
+
+
+def predict(x: np.ndarray, weights: Sequence[float], bias: float) -> np.ndarray:
+    return 1 / (1 + np.exp(-(x @ np.asarray(weights) + bias)))
+
+
+@lru_cache(maxsize=1)
+def load(path: Path = MODEL_FILE) -> PairModel:
+    data = json.loads(path.read_text())
+    if tuple(data["features"]) != FEATURES:
+        raise ValueError(f"{path}: features {data['features']} are not this code's {list(FEATURES)}; "
+                         "retrain with `python -m pipeline.stories.train`")
+    return PairModel(tuple(float(w) for w in data["weights"]), float(data["bias"]), float(data["threshold"]))
