@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 
@@ -163,19 +163,41 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def dev() -> None:
         """Open the Dagster UI (`dagster dev`) on this code location, with DAGSTER_HOME under the data home."""
-        import os
-        import subprocess
-        import sys
+        # `dev_command` is what we mean on one machine; Dagster's notice that it is superseded is noise here.
+        run_dagster(["dagster", "dev"], quiet="ignore:Function `dev_command` is superseded")
 
-        from pipeline.jobs import prepare_dagster_home
+    @app.command()
+    def webserver(
+        host: str = typer.Option("127.0.0.1", help="Address the Dagster UI binds."),
+        port: int = typer.Option(3000, help="Port the Dagster UI binds."),
+    ) -> None:
+        """The Dagster UI alone (`dagster-webserver`), for a deployment whose daemon runs elsewhere: with
+        CRYPTOWIRE_DATABASE_URL set, every machine's webserver and daemon share one instance (deploy/)."""
+        run_dagster(["dagster-webserver", "-h", host, "-p", str(port)])
 
-        settings = _settings()
-        home = prepare_dagster_home(settings)
-        typer.echo(f"DAGSTER_HOME={home}")
-        dagster = Path(sys.executable).parent / "dagster"
-        # Run from the Dagster home: started in the project folder, Dagster warns that the dagster.yaml it finds
-        # there "will not be used" (its copy in DAGSTER_HOME is). The settings travel as absolute values.
-        quiet = "ignore:Function `dev_command` is superseded"  # `dagster dev` is what we mean
-        warnings = ",".join(filter(None, [os.environ.get("PYTHONWARNINGS"), quiet]))
-        env = {**os.environ, **settings.as_env(), "DAGSTER_HOME": str(home), "PYTHONWARNINGS": warnings}
-        raise typer.Exit(subprocess.call([str(dagster), "dev", "-m", "pipeline.definitions"], cwd=home, env=env))
+    @app.command()
+    def daemon() -> None:
+        """The Dagster daemon alone (`dagster-daemon run`): schedules, sensors, run queue and run monitoring."""
+        run_dagster(["dagster-daemon", "run"])
+
+
+def run_dagster(argv: list[str], quiet: str | None = None) -> NoReturn:
+    """Become a Dagster program on this code location with DAGSTER_HOME under the data home (its dagster.yaml
+    written from the settings, Postgres storage included) and these settings in its environment. Exec, not a
+    child: a supervisor's SIGTERM reaches Dagster itself, and nothing is left running when it stops."""
+    import sys
+
+    from pipeline.jobs import prepare_dagster_home
+
+    settings = _settings()
+    home = prepare_dagster_home(settings)
+    typer.echo(f"DAGSTER_HOME={home}")
+    program = Path(sys.executable).parent / argv[0]
+    # Run from the Dagster home: started in the project folder, Dagster warns that the dagster.yaml it finds
+    # there "will not be used" (its copy in DAGSTER_HOME is). The settings travel as absolute values.
+    warnings = ",".join(filter(None, [os.environ.get("PYTHONWARNINGS"), quiet]))
+    env = {**os.environ, **settings.as_env(), "DAGSTER_HOME": str(home)}
+    if warnings:
+        env["PYTHONWARNINGS"] = warnings
+    os.chdir(home)
+    os.execve(str(program), [str(program), *argv[1:], "-m", "pipeline.definitions"], env)
