@@ -109,6 +109,7 @@ class Clusterer:
         gap = np.abs(self._secs[idx] - _seconds(item.published_at)) / 3600 / pairs.WINDOW_HOURS
         z = self.model.dense_logits(text, title, gap)
         cut = self.model.threshold_logit
+        z[text < pairs.MIN_COS_TEXT] = -np.inf
         for k in np.flatnonzero(z + self.model.sparse_headroom >= cut):
             z[k] += self.model.sparse_logit(item, self.items[idx[k]])
         return z
