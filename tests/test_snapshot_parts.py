@@ -83,8 +83,8 @@ def _insert(home: Path, article_id: str, at: datetime, source: str = "Late", tic
         con.execute(
             """INSERT INTO articles (id, source_name, feed_url, url, title, summary, authors, categories,
                    published_at, fetched_at, content_hash, sentiment, sentiment_score, tickers, topics)
-               VALUES (?, ?, 'f', ?, ?, 's', [], [], ?, ?, 'h', 'neutral', 0.0, ?, ['markets'])""",
-            [article_id, source, f"https://late.example/{article_id}", f"Title {article_id}", at, at, tickers or []],
+               VALUES (?, ?, 'f', ?, ?, 's', [], [], ?, now()::TIMESTAMP, 'h', 'neutral', 0.0, ?, ['markets'])""",
+            [article_id, source, f"https://late.example/{article_id}", f"Title {article_id}", at, tickers or []],
         )
     finally:
         con.close()
@@ -244,6 +244,37 @@ def test_unchanged_parts_are_reused_and_changed_periods_rebuilt(tmp_path: Path) 
     con, reader = open_reader(sixth)
     try:
         assert reader.counts["news"] == 402
+    finally:
+        con.close()
+
+
+def test_changes_no_stamp_shows_are_found_by_the_whole_table_check(tmp_path: Path) -> None:
+    """A deleted article and a corrected date (the sync copies dates without touching any stamp): the count and
+    time sums of the whole tables differ from the parts', so every period is compared and those two rebuilt."""
+    home = tmp_path / "home"
+    home.mkdir()
+    data = dataset()
+    _warehouse(home, data)
+    first = _publish(home)
+    con = connect(home / "warehouse.duckdb")
+    try:
+        gone = con.execute("SELECT id FROM articles WHERE published_at >= '2025-03-04' AND published_at < '2025-03-05' "
+                           "LIMIT 1").fetchall()[0][0]
+        moved = con.execute("SELECT id FROM articles WHERE published_at >= '2025-02-01' AND published_at < '2025-03-01' "
+                            "LIMIT 1").fetchall()[0][0]
+        con.execute("DELETE FROM article_tickers WHERE article_id = ?", [gone])
+        con.execute("DELETE FROM articles WHERE id = ?", [gone])
+        con.execute("UPDATE articles SET published_at = published_at - INTERVAL 1 SECOND WHERE id = ?", [moved])
+    finally:
+        con.close()
+    second = _publish(home)
+    p1, p2 = _parts(first), _parts(second)
+    changed = {p for p in p2 if p2[p] != p1.get(p)}
+    assert {HEAD, "d20250304", "m202502"} <= changed and len(changed) <= 5, changed  # + sentiment's own buckets
+    con, reader = open_reader(second)
+    try:
+        assert reader.counts["news"] == 399
+        assert con.execute("SELECT count(*) FROM news WHERE id = ?", [gone]).fetchall()[0][0] == 0
     finally:
         con.close()
 

@@ -39,7 +39,6 @@ rest (parts no kept set references and no process holds open). A publish holds `
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import os
 import secrets
@@ -95,6 +94,16 @@ class Cuts:
         day = hour.replace(hour=0)
         return cls(hour, day, day.replace(day=1))
 
+    def sql_key(self, at: datetime) -> str:
+        """The period key of the instant ``at`` (as ``sql`` computes it in a query)."""
+        if at >= self.hour:
+            return HEAD
+        if at >= self.day:
+            return "h" + at.strftime("%Y%m%dT%H")
+        if at >= self.month:
+            return "d" + at.strftime("%Y%m%d")
+        return "m" + at.strftime("%Y%m")
+
     def sql(self, col: str) -> str:
         """The period key of ``col`` (a TIMESTAMP expression)."""
         return (
@@ -127,64 +136,120 @@ def serving_order(periods: list[str], cuts: Cuts) -> list[str]:
     return sorted(periods, key=lambda p: (p != HEAD, -((period_range(p, cuts)[0] or EPOCH) - EPOCH).total_seconds()))
 
 
-# --------------------------------------------------------------------------------------------- fingerprints
+# --------------------------------------------------------------------------------------------- change detection
 
-# One grouped query per table: per hour first (cheap), then per period. Decomposable aggregates only.
-FINGERPRINT_SQL = {
-    "news": """
-        SELECT date_trunc('hour', published_at) AS h, count(*) AS n, sum(epoch_us(published_at))::HUGEINT AS s,
-               bit_xor(hash(id, title, content_hash, date_inferred, sentiment, sentiment_score, tickers, topics,
-                            source_name, url, image_url)) AS x,
-               max(enriched_at) AS m1, max(tagged_at) AS m2, max(fetched_at) AS m3
-        FROM articles GROUP BY 1""",
-    "stories": """
-        SELECT date_trunc('hour', first_seen) AS h, count(*) AS n, sum(epoch_us(first_seen))::HUGEINT AS s,
-               bit_xor(hash(id, title, articles, sources, last_seen)) AS x,
-               max(updated_at) AS m1, NULL::TIMESTAMP AS m2, NULL::TIMESTAMP AS m3
-        FROM stories GROUP BY 1""",
-    "events": """
-        SELECT date_trunc('hour', created_at) AS h, count(*) AS n, sum(epoch_us(created_at))::HUGEINT AS s,
-               bit_xor(hash(id, withdrawn_reason, date)) AS x,
-               max(updated_at) AS m1, max(withdrawn_at) AS m2, NULL::TIMESTAMP AS m3
-        FROM prediction_events GROUP BY 1""",
-    "sentiment": """
-        SELECT date_trunc('hour', bucket_start) AS h, count(*) AS n, 0::HUGEINT AS s,
-               bit_xor(hash(ticker, grain, bucket_start, articles, scored, mean_score)) AS x,
-               max(updated_at) AS m1, NULL::TIMESTAMP AS m2, NULL::TIMESTAMP AS m3
-        FROM asset_sentiment GROUP BY 1""",
+# Per table: the warehouse table, its time column (the period of a row: the sentiment buckets by their last
+# instant, so that today's day bucket, still filling, stays in the head), and its change stamps (columns the
+# pipeline sets to the time of the run that wrote the row).
+SOURCES = {
+    "news": ("articles", "published_at", ("fetched_at", "enriched_at", "tagged_at")),
+    "stories": ("stories", "first_seen", ("updated_at",)),
+    "events": ("prediction_events", "created_at", ("updated_at", "withdrawn_at")),
+    "sentiment": ("asset_sentiment",
+                  "(bucket_start + CASE WHEN grain = 'day' THEN INTERVAL 1 DAY ELSE INTERVAL 1 HOUR END "
+                  "- INTERVAL 1 MICROSECOND)", ("updated_at",)),
 }
 
 
-def fingerprints(con: duckdb.DuckDBPyConnection, cuts: Cuts) -> dict[str, str]:
-    """Per period with any row: a short hash of every table's aggregates over that period."""
-    figures: dict[str, dict[str, list[str]]] = {}
-    for table, inner in FINGERPRINT_SQL.items():
+def _changed_where(table: str, since: str) -> str:
+    """Rows of ``table`` whose stamps are after ``since`` (zone maps skip the old row groups: stamps grow with
+    insertion order)."""
+    stamps = SOURCES[table][2]
+    lit = f"TIMESTAMP '{since}'"
+    return " OR ".join(f"{s} > {lit}" for s in stamps)
+
+
+def changed_periods(con: duckdb.DuckDBPyConnection, cuts: Cuts, since: dict[str, str | None]) -> tuple[
+        set[str], dict[str, str | None]]:
+    """Periods holding a row written after the previous set's watermarks, and the new watermarks."""
+    periods: set[str] = set()
+    marks: dict[str, str | None] = {}
+    for table, (src, col, stamps) in SOURCES.items():
+        w = since.get(table)
+        top = "greatest(" + ", ".join(f"coalesce(max({s}), TIMESTAMP '0001-01-01')" for s in stamps) + ")"
+        if w is None:
+            marks[table] = _iso(con.execute(f"SELECT {top} FROM {src}").fetchall()[0][0])
+            continue
         rows = con.execute(
-            f"""SELECT {cuts.sql('h')} AS period, sum(n)::VARCHAR, sum(s)::VARCHAR, bit_xor(x)::VARCHAR,
-                       max(m1)::VARCHAR, max(m2)::VARCHAR, max(m3)::VARCHAR
-                FROM ({inner}) g GROUP BY 1"""
+            f"SELECT {cuts.sql(col)} AS period, {top} FROM {src} WHERE {_changed_where(table, w)} GROUP BY 1"
         ).fetchall()
-        for period, *values in rows:
-            figures.setdefault(period, {})[table] = [str(v) for v in values]
-    return {
-        p: hashlib.sha256(json.dumps(f, sort_keys=True).encode()).hexdigest()[:20] for p, f in figures.items()
-    }
+        periods.update(r[0] for r in rows)
+        newest = max((r[1] for r in rows), default=None)
+        marks[table] = w if newest is None else max(w, _iso(newest) or w)
+    return periods, marks
 
 
-def story_watermark(con: duckdb.DuckDBPyConnection) -> str | None:
-    value = con.execute("SELECT max(updated_at) FROM stories").fetchall()[0][0]
-    return None if value is None else value.isoformat()
+def _iso(value: datetime | None) -> str | None:
+    """A watermark; an empty table's is the year 1 (every row written later is newer)."""
+    return None if value is None else value.isoformat(sep=" ")
 
 
 def periods_of_changed_stories(con: duckdb.DuckDBPyConnection, cuts: Cuts, since: str) -> set[str]:
-    """Periods holding an article of a story updated after ``since`` (its summary in those news rows changed)."""
+    """Periods holding an article of a story updated after ``since``: the story summary in those news rows
+    changed. Members are found from the earliest changed story's first article on (zone maps skip the rest)."""
+    first = con.execute(
+        f"SELECT min(first_seen) FROM stories WHERE updated_at > TIMESTAMP '{since}'"
+    ).fetchall()[0][0]
+    if first is None:
+        return set()
     rows = con.execute(
-        f"""SELECT DISTINCT {cuts.sql('h')} FROM (
-                SELECT DISTINCT date_trunc('hour', published_at) AS h FROM story_articles
-                WHERE story_id IN (SELECT id FROM stories WHERE updated_at > ?::TIMESTAMP))""",
-        [since],
+        f"""SELECT DISTINCT {cuts.sql('published_at')} FROM story_articles
+            WHERE published_at >= ? AND story_id IN (SELECT id FROM stories WHERE updated_at > TIMESTAMP '{since}')""",
+        [first],
     ).fetchall()
     return {r[0] for r in rows}
+
+
+def periods_from(con: duckdb.DuckDBPyConnection, cuts: Cuts, start: datetime) -> set[str]:
+    """Periods of every row at or after ``start`` (what the previous head held, when the cuts moved)."""
+    out: set[str] = set()
+    for src, col, _ in SOURCES.values():
+        rows = con.execute(f"SELECT DISTINCT {cuts.sql(col)} FROM {src} WHERE {col} >= ?", [start]).fetchall()
+        out.update(r[0] for r in rows)
+    return out
+
+
+def _agg_sql(col: str) -> str:
+    return f"count(*)::VARCHAR, coalesce(sum(epoch_us({col}))::HUGEINT, 0)::VARCHAR"
+
+
+def totals(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
+    """Per table: row count and sum of the time column over the whole warehouse table (one cheap scan each)."""
+    return {t: list(con.execute(f"SELECT {_agg_sql(col)} FROM {src}").fetchall()[0])
+            for t, (src, col, _) in SOURCES.items()}
+
+
+def period_aggregates(con: duckdb.DuckDBPyConnection, cuts: Cuts) -> dict[str, dict[str, list[str]]]:
+    """Per period with any row: per table, row count and sum of the time column (a full scan: the fallback)."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for table, (src, col, _) in SOURCES.items():
+        rows = con.execute(
+            f"""SELECT {cuts.sql('h')}, sum(n)::VARCHAR, sum(s)::VARCHAR FROM (
+                    SELECT date_trunc('hour', {col}) AS h, count(*) AS n, sum(epoch_us({col}))::HUGEINT AS s
+                    FROM {src} GROUP BY 1) GROUP BY 1"""
+        ).fetchall()
+        for period, n, s in rows:
+            out.setdefault(period, {})[table] = [n, s]
+    return out
+
+
+def range_aggregates(con: duckdb.DuckDBPyConnection, lo: datetime | None, hi: datetime | None) -> dict[str, list[str]]:
+    """Per table: row count and sum of the time column of the warehouse rows in ``[lo, hi)``."""
+    return {t: list(con.execute(f"SELECT {_agg_sql(col)} FROM {src} WHERE {_range_sql(col, lo, hi)}").fetchall()[0])
+            for t, (src, col, _) in SOURCES.items()}
+
+
+def _empty_agg() -> list[str]:
+    return ["0", "0"]
+
+
+def _sum_aggs(parts: list[Part]) -> dict[str, list[str]]:
+    out = {}
+    for table in SOURCES:
+        n = sum(int(p.agg.get(table, _empty_agg())[0]) for p in parts)
+        s = sum(int(p.agg.get(table, _empty_agg())[1]) for p in parts)
+        out[table] = [str(n), str(s)]
+    return out
 
 
 # --------------------------------------------------------------------------------------------- part contents
@@ -199,17 +264,17 @@ def _range_sql(col: str, lo: datetime | None, hi: datetime | None) -> str:
     return " AND ".join(conds) or "true"
 
 
-# As warehouse.publish.NEWS_SQL, for one period. story_first: the earliest article (published_at, id) of the
-# story among all its articles, in any period.
+def _in_list(values: list[str]) -> str:
+    return "(" + ", ".join("'" + v.replace("'", "''") + "'" for v in values) + ")" if values else "(NULL)"
+
+
+# As warehouse.publish.NEWS_SQL, for one period. The story summary comes from ``stories``; ``story_first`` is the
+# story's earliest article: published at the story's ``first_seen`` (so in the same period), smallest id there.
 PART_NEWS_SQL = """
 CREATE TABLE {db}.news AS
 WITH a AS (SELECT * FROM articles WHERE {where}),
-sa AS (SELECT article_id, story_id FROM story_articles WHERE article_id IN (SELECT id FROM a)),
-firsts AS (
-    SELECT s.story_id, arg_min(s.article_id, (ar.published_at, ar.id)) AS first_id
-    FROM story_articles s JOIN articles ar ON ar.id = s.article_id
-    WHERE s.story_id IN (SELECT story_id FROM sa) GROUP BY s.story_id
-)
+sa AS (SELECT article_id, story_id FROM story_articles WHERE {sa_filter}),
+st AS (SELECT id, title, articles, sources, first_seen FROM stories WHERE {st_filter})
 SELECT
     (row_number() OVER (ORDER BY a.published_at DESC, a.id DESC) - 1)::BIGINT AS pos,
     a.id,
@@ -232,22 +297,24 @@ SELECT
     st.articles AS story_articles,
     st.sources AS story_sources,
     st.first_seen AS story_first_seen,
-    sa.story_id IS NULL OR f.first_id = a.id AS story_first
+    sa.story_id IS NULL OR (a.published_at = st.first_seen
+                            AND a.id = min(a.id) OVER (PARTITION BY sa.story_id, a.published_at)) AS story_first
 FROM a
 LEFT JOIN sa ON sa.article_id = a.id
-LEFT JOIN stories st ON st.id = sa.story_id
-LEFT JOIN firsts f ON f.story_id = sa.story_id
+LEFT JOIN st ON st.id = sa.story_id
 LEFT JOIN (
     SELECT t.article_id, list(struct_pack(ticker := t.ticker, label := CASE lower(t.sentiment) WHEN 'positive' THEN 'Positive'
                                           WHEN 'negative' THEN 'Negative' WHEN 'neutral' THEN 'Neutral' END,
                                           score := t.sentiment_score)
                 ORDER BY list_position(a2.tickers, t.ticker)) AS ticker_sentiments
     FROM article_tickers t JOIN a a2 ON a2.id = t.article_id
-    WHERE t.sentiment IS NOT NULL GROUP BY t.article_id
+    WHERE t.sentiment IS NOT NULL AND {ts_filter} GROUP BY t.article_id
 ) ts ON ts.article_id = a.id
 ORDER BY pos
 """
 
+# Members are listed from story_articles by their time as grouped: at or after the story's first_seen, at or
+# before the newest last_seen of the period's stories (zone maps skip the rest).
 PART_STORIES_SQL = """
 CREATE TABLE {db}.stories AS
 WITH s AS (SELECT * FROM stories WHERE {where})
@@ -257,7 +324,7 @@ SELECT
     m.article_ids
 FROM s
 JOIN (SELECT story_id, list(article_id ORDER BY published_at, article_id) AS article_ids
-      FROM story_articles WHERE story_id IN (SELECT id FROM s) GROUP BY story_id) m ON m.story_id = s.id
+      FROM story_articles WHERE {members} AND story_id IN (SELECT id FROM s) GROUP BY story_id) m ON m.story_id = s.id
 ORDER BY pos
 """
 
@@ -279,13 +346,8 @@ FROM asset_sentiment WHERE {where}
 ORDER BY ticker, grain, bucket_start
 """
 
-PART_SQL = {
-    "news": (PART_NEWS_SQL, "published_at"),
-    "stories": (PART_STORIES_SQL, "first_seen"),
-    "events": (PART_EVENTS_SQL, "created_at"),
-    "sentiment": (PART_SENTIMENT_SQL, "bucket_start"),
-}
 INDEXES = {"news": "id", "events": "created_at", "stories": "id"}
+SMALL = 5000  # a period of at most this many articles looks its children up by id (index scans), not by joins
 
 VALUES_SQL = """
 SELECT 'newsSources' AS kind, source_name AS value FROM (SELECT DISTINCT source_name FROM {db}.news)
@@ -306,19 +368,18 @@ class Part:
 
     name: str
     period: str
-    fingerprint: str
     counts: dict[str, int]
     keys: dict[str, list[Any]]  # table -> [newest µs, newest id, oldest µs, oldest id] (ids "" for events)
     values: dict[str, list[str]]
+    agg: dict[str, list[str]]  # table -> [row count, sum of the time column in µs] of the warehouse rows
 
     def entry(self) -> dict[str, Any]:
-        return {"name": self.name, "period": self.period, "fingerprint": self.fingerprint, "counts": self.counts,
-                "keys": self.keys}
+        return {"name": self.name, "period": self.period, "counts": self.counts, "keys": self.keys}
 
     @classmethod
     def load(cls, snapshots_dir: Path, name: str) -> Part:
         data = json.loads((snapshots_dir / sidecar_name(name)).read_text())
-        return cls(name, data["period"], data["fingerprint"], data["counts"], data["keys"], data["values"])
+        return cls(name, data["period"], data["counts"], data["keys"], data["values"], data["agg"])
 
 
 def sidecar_name(part_name: str) -> str:
@@ -339,11 +400,35 @@ def _write_json(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
+def _part_sql(con: duckdb.DuckDBPyConnection, table: str, alias: str, lo: datetime | None,
+              hi: datetime | None) -> str:
+    src, col, _ = SOURCES[table]
+    where = _range_sql(col, lo, hi)
+    if table == "news":
+        ids = [r[0] for r in con.execute(f"SELECT id FROM articles WHERE {where}").fetchall()]
+        if len(ids) <= SMALL:  # index scans on the children's primary keys
+            sids = sorted({r[0] for r in con.execute(
+                f"SELECT story_id FROM story_articles WHERE article_id IN {_in_list(ids)}").fetchall()})
+            return PART_NEWS_SQL.format(db=alias, where=where, sa_filter=f"article_id IN {_in_list(ids)}",
+                                        st_filter=f"id IN {_in_list(sids)}", ts_filter=f"t.article_id IN {_in_list(ids)}")
+        return PART_NEWS_SQL.format(db=alias, where=where, sa_filter="article_id IN (SELECT id FROM a)",
+                                    st_filter="id IN (SELECT story_id FROM sa)", ts_filter="true")
+    if table == "stories":
+        last = con.execute(f"SELECT max(last_seen) FROM stories WHERE {where}").fetchall()[0][0]
+        members = "false" if last is None else _range_sql("published_at", lo, None) + f" AND published_at <= TIMESTAMP '{last}'"
+        return PART_STORIES_SQL.format(db=alias, where=where, members=members)
+    if table == "events":
+        return PART_EVENTS_SQL.format(db=alias, where=where)
+    # sentiment: by the bucket's last instant; bucket_start bounds first, for the zone maps
+    near = _range_sql("bucket_start", lo - timedelta(days=1) if lo is not None else None, hi)
+    return PART_SENTIMENT_SQL.format(db=alias, where=f"{near} AND {_range_sql(col, lo, hi)}")
+
+
 def build_part(
-    con: duckdb.DuckDBPyConnection, snapshots_dir: Path, period: str, cuts: Cuts, fingerprint: str,
-    head: dict[str, Any] | None = None,
-) -> Part:
-    """Write one period's rows into a new part file; ``head`` (tag, created_at, values, totals) makes it the head."""
+    con: duckdb.DuckDBPyConnection, snapshots_dir: Path, period: str, cuts: Cuts, head: dict[str, Any] | None = None,
+) -> Part | None:
+    """Write one period's rows into a new part file; ``head`` (tag, created_at, values, totals) makes it the head.
+    A period with no rows at all gets no part (None), except the head."""
     name = f"{PART_PREFIX}{period}-{_stamp()}{PART_SUFFIX}"
     path = snapshots_dir / name
     partial = path.with_name(name + PARTIAL)
@@ -353,12 +438,14 @@ def build_part(
     con.execute(f"ATTACH '{literal}' AS {alias} (ROW_GROUP_SIZE {ROW_GROUP_SIZE})")
     try:
         for table in TABLES:
-            sql, col = PART_SQL[table]
-            con.execute(sql.format(db=alias, where=_range_sql(col, lo, hi)))
+            con.execute(_part_sql(con, table, alias, lo, hi))
             if table in INDEXES:
                 con.execute(f"CREATE UNIQUE INDEX {table}_{INDEXES[table]} ON {alias}.{table} ({INDEXES[table]})")
             crash_point("snapshot:writing" if head is not None else "parts:writing")
         counts = {t: int(con.execute(f"SELECT count(*) FROM {alias}.{t}").fetchall()[0][0]) for t in TABLES}
+        if head is None and not any(counts.values()):
+            raise _Empty
+        agg = range_aggregates(con, lo, hi)
         keys: dict[str, list[Any]] = {}
         for table in PAGED:
             col = TIME_COLUMN[table]
@@ -389,23 +476,30 @@ def build_part(
                  head["events"] + counts["events"]],
             )
         con.execute(
-            f"""CREATE TABLE {alias}.part_info AS SELECT ?::VARCHAR AS period, ?::TIMESTAMP AS lo, ?::TIMESTAMP AS hi,
-                ?::VARCHAR AS fingerprint""",
-            [period, lo, hi, fingerprint],
+            f"""CREATE TABLE {alias}.part_info AS SELECT ?::VARCHAR AS period, ?::TIMESTAMP AS lo, ?::TIMESTAMP AS hi""",
+            [period, lo, hi],
         )
         con.execute(f"CHECKPOINT {alias}")
+    except _Empty:
+        con.execute(f"DETACH {alias}")
+        _unlink(partial)
+        return None
     except BaseException:
         con.execute(f"DETACH {alias}")
         _unlink(partial)
         raise
     con.execute(f"DETACH {alias}")
     _fsync(partial)
-    part = Part(name, period, fingerprint, counts, keys, values)
+    part = Part(name, period, counts, keys, values, agg)
     _write_json(snapshots_dir / sidecar_name(name), {
-        "period": period, "fingerprint": fingerprint, "counts": counts, "keys": keys, "values": values,
+        "period": period, "counts": counts, "keys": keys, "values": values, "agg": agg,
     })
     os.replace(partial, path)
     return part
+
+
+class _Empty(Exception):
+    """A period left with no rows: no part."""
 
 
 # --------------------------------------------------------------------------------------------- publishing
@@ -437,12 +531,42 @@ def is_set(path: Path) -> bool:
     return path.name.startswith(SET_PREFIX) and path.name.endswith(SET_SUFFIX)
 
 
+@dataclass
+class Previous:
+    """The set ``CURRENT`` names, as the next publish starts from it."""
+
+    cuts: Cuts
+    marks: dict[str, str | None]
+    parts: dict[str, Part]  # period -> part, the head excluded
+
+
+def _previous(snapshots_dir: Path) -> Previous | None:
+    try:
+        current = current_snapshot(snapshots_dir)
+        if current is None or not is_set(current):
+            return None
+        manifest = read_manifest(current)
+        parts = {}
+        for entry in manifest["parts"]:
+            if entry["period"] != HEAD:
+                parts[entry["period"]] = Part.load(snapshots_dir, entry["name"])
+        marks = manifest["watermarks"]
+        return Previous(Cuts.at(datetime.fromisoformat(manifest["now"])), marks, parts)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # unreadable: every part is built anew
+
+
 def publish_set(
     con: duckdb.DuckDBPyConnection, snapshots_dir: Path, keep: int = 3, now: datetime | None = None,
 ) -> Path:
     """Publish the curated tables of the warehouse connection ``con`` as a new set, reusing every part of the
     current set whose period did not change; prune; return the manifest's path. ``now`` (naive UTC, default the
-    clock) places the period boundaries."""
+    clock) places the period boundaries.
+
+    What changed since the current set: rows whose change stamps are newer than its watermarks, the articles of
+    stories updated since, and the rows its head held when the boundaries moved; those periods get new parts. A
+    cheap whole-table check (row count and sum of times per table) against the set's parts catches what stamps do
+    not show (deletions, corrected dates): then every period's count and sum are compared (a full scan)."""
     if keep < 1:
         raise ValueError(f"keep must be at least 1 (the set just published); got {keep}")
     snapshots_dir = Path(snapshots_dir)
@@ -450,39 +574,50 @@ def publish_set(
     now = now or datetime.now(UTC).replace(tzinfo=None)
     cuts = Cuts.at(now)
     with publish_lock(snapshots_dir):
-        previous: dict[str, Part] = {}
-        watermark_before = None
-        try:
-            current = current_snapshot(snapshots_dir)
-        except ValueError:
-            current = None
-        if current is not None and is_set(current) and current.exists():
-            try:
-                manifest = read_manifest(current)
-                watermark_before = manifest.get("watermark")
-                for entry in manifest["parts"]:
-                    if entry["period"] != HEAD and (snapshots_dir / entry["name"]).exists():
-                        previous[entry["period"]] = Part.load(snapshots_dir, entry["name"])
-            except (OSError, ValueError, KeyError):
-                previous = {}  # unreadable: build every part anew
-        fps = fingerprints(con, cuts)
-        watermark = story_watermark(con)
-        dirty: set[str] = set()
-        if previous and watermark_before is not None and watermark != watermark_before:
-            dirty = periods_of_changed_stories(con, cuts, watermark_before)
-        elif previous and watermark_before is None and watermark is not None:
-            dirty = set(previous)  # stories appeared since: every story summary may have changed
-        closed = [p for p in serving_order([p for p in fps if p != HEAD], cuts)]
-        parts: list[Part] = []
-        built = 0
-        for period in closed:
-            old = previous.get(period)
-            if old is not None and old.fingerprint == fps[period] and period not in dirty:
-                parts.append(old)
-            else:
-                parts.append(build_part(con, snapshots_dir, period, cuts, fps[period]))
-                built += 1
-        if built:
+        prev = _previous(snapshots_dir)
+        built: dict[str, Part | None] = {}
+
+        def build(period: str) -> None:
+            if period not in built:
+                built[period] = build_part(con, snapshots_dir, period, cuts)
+
+        if prev is None or any(prev.marks.get(t) is None for t in SOURCES):
+            changed, marks = changed_periods(con, cuts, {})
+            reused: dict[str, Part] = {}
+            for period in serving_order([p for p in period_aggregates(con, cuts) if p != HEAD], cuts):
+                build(period)
+        else:
+            changed, marks = changed_periods(con, cuts, prev.marks)
+            if prev.marks.get("stories") is not None:
+                changed |= periods_of_changed_stories(con, cuts, prev.marks["stories"])
+            if cuts.hour != prev.cuts.hour:  # the previous head's rows now fall in closed periods
+                changed |= periods_from(con, cuts, prev.cuts.hour)
+            reused = {}
+            for period, part in prev.parts.items():
+                lo, _ = period_range(period, prev.cuts)
+                if cuts.sql_key(lo) != period:  # closed into a longer period (hours into a day, days into a month)
+                    changed.add(cuts.sql_key(lo))
+                elif period not in changed:
+                    reused[period] = part
+            for period in serving_order(sorted(changed - {HEAD}), cuts):
+                build(period)
+            # What stamps cannot show: compare whole-table counts and time sums with the parts' (head included).
+            expected = _sum_aggs([*reused.values(), *(p for p in built.values() if p is not None)])
+            head_agg = range_aggregates(con, cuts.hour, None)
+            expected = {t: [str(int(expected[t][i]) + int(head_agg[t][i])) for i in (0, 1)] for t in SOURCES}
+            if expected != totals(con):
+                full = period_aggregates(con, cuts)
+                for period, part in list(reused.items()):
+                    if period not in full or any(part.agg.get(t, _empty_agg()) != full[period].get(t, _empty_agg())
+                                                 for t in SOURCES):
+                        del reused[period]
+                        if period in full:
+                            build(period)
+                for period in serving_order([p for p in full if p != HEAD and p not in reused], cuts):
+                    build(period)
+        parts = [*reused.values(), *(p for p in built.values() if p is not None)]
+        parts = [p for period in serving_order([p.period for p in parts], cuts) for p in parts if p.period == period]
+        if any(p is not None for p in built.values()):
             _fsync(snapshots_dir)
         crash_point("parts:written")
         union: dict[str, set[str]] = {"newsSources": set(), "newsTopics": set(), "tickers": set()}
@@ -491,15 +626,16 @@ def publish_set(
                 union.setdefault(k, set()).update(v)
         tag = secrets.token_hex(4)
         created_at = datetime.now(UTC).replace(tzinfo=None)
-        head = build_part(con, snapshots_dir, HEAD, cuts, fps.get(HEAD, ""), head={
+        head = build_part(con, snapshots_dir, HEAD, cuts, head={
             "tag": tag, "created_at": created_at, "values": {k: sorted(v) for k, v in union.items()},
             "articles": sum(p.counts["news"] for p in parts), "events": sum(p.counts["events"] for p in parts),
         })
+        assert head is not None
         parts.insert(0, head)
         manifest_path = snapshots_dir / f"{SET_PREFIX}{_stamp()}{SET_SUFFIX}"
         _write_json(manifest_path, {
             "format": SET_FORMAT, "tag": tag, "created_at": created_at.isoformat(), "now": now.isoformat(),
-            "watermark": watermark, "articles": sum(p.counts["news"] for p in parts),
+            "watermarks": marks, "articles": sum(p.counts["news"] for p in parts),
             "events": sum(p.counts["events"] for p in parts), "parts": [p.entry() for p in parts],
         })
         _fsync(snapshots_dir)
