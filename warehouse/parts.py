@@ -210,6 +210,8 @@ def periods_from(con: duckdb.DuckDBPyConnection, cuts: Cuts, start: datetime) ->
 
 
 def _agg_sql(col: str) -> str:
+    """Row count and sum of the time column in µs (for sentiment the bucket start: cheaper than its end)."""
+    col = "bucket_start" if col == SOURCES["sentiment"][1] else col
     return f"count(*)::VARCHAR, coalesce(sum(epoch_us({col}))::HUGEINT, 0)::VARCHAR"
 
 
@@ -225,7 +227,8 @@ def period_aggregates(con: duckdb.DuckDBPyConnection, cuts: Cuts) -> dict[str, d
     for table, (src, col, _) in SOURCES.items():
         rows = con.execute(
             f"""SELECT {cuts.sql('h')}, sum(n)::VARCHAR, sum(s)::VARCHAR FROM (
-                    SELECT date_trunc('hour', {col}) AS h, count(*) AS n, sum(epoch_us({col}))::HUGEINT AS s
+                    SELECT date_trunc('hour', {col}) AS h, count(*) AS n,
+                           sum(epoch_us({"bucket_start" if table == "sentiment" else col}))::HUGEINT AS s
                     FROM {src} GROUP BY 1) GROUP BY 1"""
         ).fetchall()
         for period, n, s in rows:
@@ -233,10 +236,35 @@ def period_aggregates(con: duckdb.DuckDBPyConnection, cuts: Cuts) -> dict[str, d
     return out
 
 
-def range_aggregates(con: duckdb.DuckDBPyConnection, lo: datetime | None, hi: datetime | None) -> dict[str, list[str]]:
-    """Per table: row count and sum of the time column of the warehouse rows in ``[lo, hi)``."""
-    return {t: list(con.execute(f"SELECT {_agg_sql(col)} FROM {src} WHERE {_range_sql(col, lo, hi)}").fetchall()[0])
-            for t, (src, col, _) in SOURCES.items()}
+def range_aggregates(
+    con: duckdb.DuckDBPyConnection, lo: datetime | None, hi: datetime | None,
+    ranges: list[tuple[datetime | None, datetime | None]] | None = None,
+) -> dict[str, list[str]]:
+    """Per table: row count and sum of the time column of the warehouse rows in ``[lo, hi)`` (or in any of
+    ``ranges``)."""
+    out = {}
+    for t, (src, col, _) in SOURCES.items():
+        if ranges is None:
+            where = _range_sql(col, lo, hi)
+        else:  # the exact ranges within their hull (the hull's lower bound lets zone maps skip older rows)
+            where = f"({_hull(col, ranges)}) AND (" + (" OR ".join(
+                f"({_range_sql(col, a, b)})" for a, b in ranges) or "false") + ")"
+        out[t] = list(con.execute(f"SELECT {_agg_sql(col)} FROM {src} WHERE {where}").fetchall()[0])
+    return out
+
+
+def _hull(col: str, ranges: list[tuple[datetime | None, datetime | None]]) -> str:
+    """``col`` within the smallest range holding all of ``ranges``, on the stored column (zone maps apply): for
+    sentiment, whose period goes by the bucket's end, on ``bucket_start`` a day earlier."""
+    if not ranges:
+        return "false"
+    los = [a for a, _ in ranges]
+    his = [b for _, b in ranges]
+    lo = None if any(a is None for a in los) else min(los)
+    hi = None if any(b is None for b in his) else max(his)
+    if col == SOURCES["sentiment"][1]:
+        return _range_sql("bucket_start", lo - timedelta(days=1) if lo is not None else None, hi)
+    return _range_sql(col, lo, hi)
 
 
 def _empty_agg() -> list[str]:
@@ -264,17 +292,11 @@ def _range_sql(col: str, lo: datetime | None, hi: datetime | None) -> str:
     return " AND ".join(conds) or "true"
 
 
-def _in_list(values: list[str]) -> str:
-    return "(" + ", ".join("'" + v.replace("'", "''") + "'" for v in values) + ")" if values else "(NULL)"
-
-
 # As warehouse.publish.NEWS_SQL, for one period. The story summary comes from ``stories``; ``story_first`` is the
 # story's earliest article: published at the story's ``first_seen`` (so in the same period), smallest id there.
 PART_NEWS_SQL = """
 CREATE TABLE {db}.news AS
-WITH a AS (SELECT * FROM articles WHERE {where}),
-sa AS (SELECT article_id, story_id FROM story_articles WHERE {sa_filter}),
-st AS (SELECT id, title, articles, sources, first_seen FROM stories WHERE {st_filter})
+WITH a AS (SELECT * FROM articles WHERE {where})
 SELECT
     (row_number() OVER (ORDER BY a.published_at DESC, a.id DESC) - 1)::BIGINT AS pos,
     a.id,
@@ -300,18 +322,53 @@ SELECT
     sa.story_id IS NULL OR (a.published_at = st.first_seen
                             AND a.id = min(a.id) OVER (PARTITION BY sa.story_id, a.published_at)) AS story_first
 FROM a
-LEFT JOIN sa ON sa.article_id = a.id
-LEFT JOIN st ON st.id = sa.story_id
-LEFT JOIN (
+LEFT JOIN _cw_sa sa ON sa.article_id = a.id
+LEFT JOIN _cw_st st ON st.id = sa.story_id
+LEFT JOIN _cw_ts ts ON ts.article_id = a.id
+ORDER BY pos
+"""
+
+# The children of the articles of every period a publish builds, looked up once (temp tables on the writer's
+# connection): their story (by story_articles' time as grouped, then by id for any left: corrected dates), the
+# story summary (stories first seen up to two days before, then by id), and each ticker's own sentiment (one pass
+# over article_tickers, which has no time to narrow it by).
+STAGE_SQL = """
+CREATE OR REPLACE TEMP TABLE _cw_a AS SELECT id, published_at, tickers FROM articles WHERE {where};
+CREATE OR REPLACE TEMP TABLE _cw_sa AS
+    SELECT article_id, story_id FROM story_articles
+    WHERE ({sa_where}) AND article_id IN (SELECT id FROM _cw_a);
+INSERT INTO _cw_sa SELECT article_id, story_id FROM story_articles
+    WHERE article_id IN (SELECT id FROM _cw_a WHERE id NOT IN (SELECT article_id FROM _cw_sa))
+      AND (SELECT count(*) FROM _cw_a) > (SELECT count(*) FROM _cw_sa);
+CREATE OR REPLACE TEMP TABLE _cw_st AS
+    SELECT id, title, articles, sources, first_seen FROM stories
+    WHERE ({st_where}) AND id IN (SELECT story_id FROM _cw_sa);
+INSERT INTO _cw_st SELECT id, title, articles, sources, first_seen FROM stories
+    WHERE id IN (SELECT story_id FROM _cw_sa WHERE story_id NOT IN (SELECT id FROM _cw_st))
+      AND (SELECT count(DISTINCT story_id) FROM _cw_sa) > (SELECT count(*) FROM _cw_st);
+CREATE OR REPLACE TEMP TABLE _cw_ts AS
     SELECT t.article_id, list(struct_pack(ticker := t.ticker, label := CASE lower(t.sentiment) WHEN 'positive' THEN 'Positive'
                                           WHEN 'negative' THEN 'Negative' WHEN 'neutral' THEN 'Neutral' END,
                                           score := t.sentiment_score)
-                ORDER BY list_position(a2.tickers, t.ticker)) AS ticker_sentiments
-    FROM article_tickers t JOIN a a2 ON a2.id = t.article_id
-    WHERE t.sentiment IS NOT NULL AND {ts_filter} GROUP BY t.article_id
-) ts ON ts.article_id = a.id
-ORDER BY pos
+                ORDER BY list_position(a.tickers, t.ticker)) AS ticker_sentiments
+    FROM article_tickers t JOIN _cw_a a ON a.id = t.article_id
+    WHERE t.sentiment IS NOT NULL GROUP BY t.article_id;
 """
+
+
+def stage(con: duckdb.DuckDBPyConnection, ranges: list[tuple[datetime | None, datetime | None]]) -> None:
+    """Look the children of the articles in ``ranges`` up once, for every part this publish builds."""
+    where = f"({_hull('published_at', ranges)}) AND (" + (
+        " OR ".join(f"({_range_sql('published_at', lo, hi)})" for lo, hi in ranges) or "false") + ")"
+    wide = " OR ".join(
+        f"({_range_sql('first_seen', lo - timedelta(days=2) if lo is not None else None, hi)})" for lo, hi in ranges
+    ) or "false"
+    con.execute(STAGE_SQL.format(where=where, sa_where=where, st_where=wide))
+
+
+def unstage(con: duckdb.DuckDBPyConnection) -> None:
+    for t in ("_cw_a", "_cw_sa", "_cw_st", "_cw_ts"):
+        con.execute(f"DROP TABLE IF EXISTS {t}")
 
 # Members are listed from story_articles by their time as grouped: at or after the story's first_seen, at or
 # before the newest last_seen of the period's stories (zone maps skip the rest).
@@ -347,7 +404,6 @@ ORDER BY ticker, grain, bucket_start
 """
 
 INDEXES = {"news": "id", "events": "created_at", "stories": "id"}
-SMALL = 5000  # a period of at most this many articles looks its children up by id (index scans), not by joins
 
 VALUES_SQL = """
 SELECT 'newsSources' AS kind, source_name AS value FROM (SELECT DISTINCT source_name FROM {db}.news)
@@ -404,15 +460,8 @@ def _part_sql(con: duckdb.DuckDBPyConnection, table: str, alias: str, lo: dateti
               hi: datetime | None) -> str:
     src, col, _ = SOURCES[table]
     where = _range_sql(col, lo, hi)
-    if table == "news":
-        ids = [r[0] for r in con.execute(f"SELECT id FROM articles WHERE {where}").fetchall()]
-        if len(ids) <= SMALL:  # index scans on the children's primary keys
-            sids = sorted({r[0] for r in con.execute(
-                f"SELECT story_id FROM story_articles WHERE article_id IN {_in_list(ids)}").fetchall()})
-            return PART_NEWS_SQL.format(db=alias, where=where, sa_filter=f"article_id IN {_in_list(ids)}",
-                                        st_filter=f"id IN {_in_list(sids)}", ts_filter=f"t.article_id IN {_in_list(ids)}")
-        return PART_NEWS_SQL.format(db=alias, where=where, sa_filter="article_id IN (SELECT id FROM a)",
-                                    st_filter="id IN (SELECT story_id FROM sa)", ts_filter="true")
+    if table == "news":  # the children were staged (``stage``) for every period being built
+        return PART_NEWS_SQL.format(db=alias, where=where)
     if table == "stories":
         last = con.execute(f"SELECT max(last_seen) FROM stories WHERE {where}").fetchall()[0][0]
         members = "false" if last is None else _range_sql("published_at", lo, None) + f" AND published_at <= TIMESTAMP '{last}'"
@@ -575,61 +624,55 @@ def publish_set(
     cuts = Cuts.at(now)
     with publish_lock(snapshots_dir):
         prev = _previous(snapshots_dir)
-        built: dict[str, Part | None] = {}
-
-        def build(period: str) -> None:
-            if period not in built:
-                built[period] = build_part(con, snapshots_dir, period, cuts)
-
+        reused: dict[str, Part] = {}
         if prev is None or any(prev.marks.get(t) is None for t in SOURCES):
-            changed, marks = changed_periods(con, cuts, {})
-            reused: dict[str, Part] = {}
-            for period in serving_order([p for p in period_aggregates(con, cuts) if p != HEAD], cuts):
-                build(period)
+            _, marks = changed_periods(con, cuts, {})
+            todo = set(period_aggregates(con, cuts))
         else:
-            changed, marks = changed_periods(con, cuts, prev.marks)
-            if prev.marks.get("stories") is not None:
-                changed |= periods_of_changed_stories(con, cuts, prev.marks["stories"])
+            todo, marks = changed_periods(con, cuts, prev.marks)
+            todo |= periods_of_changed_stories(con, cuts, prev.marks["stories"])
             if cuts.hour != prev.cuts.hour:  # the previous head's rows now fall in closed periods
-                changed |= periods_from(con, cuts, prev.cuts.hour)
-            reused = {}
+                todo |= periods_from(con, cuts, prev.cuts.hour)
             for period, part in prev.parts.items():
                 lo, _ = period_range(period, prev.cuts)
                 if cuts.sql_key(lo) != period:  # closed into a longer period (hours into a day, days into a month)
-                    changed.add(cuts.sql_key(lo))
-                elif period not in changed:
+                    todo.add(cuts.sql_key(lo))
+                elif period not in todo:
                     reused[period] = part
-            for period in serving_order(sorted(changed - {HEAD}), cuts):
-                build(period)
-            # What stamps cannot show: compare whole-table counts and time sums with the parts' (head included).
-            expected = _sum_aggs([*reused.values(), *(p for p in built.values() if p is not None)])
-            head_agg = range_aggregates(con, cuts.hour, None)
-            expected = {t: [str(int(expected[t][i]) + int(head_agg[t][i])) for i in (0, 1)] for t in SOURCES}
+            # What stamps cannot show (deletions, corrected dates): whole-table counts and time sums against the
+            # reused parts' plus the rows of the periods to build and of the head.
+            fresh = range_aggregates(con, None, None, [period_range(p, cuts) for p in todo | {HEAD}])
+            kept = _sum_aggs(list(reused.values()))
+            expected = {t: [str(int(kept[t][i]) + int(fresh[t][i])) for i in (0, 1)] for t in SOURCES}
             if expected != totals(con):
                 full = period_aggregates(con, cuts)
                 for period, part in list(reused.items()):
                     if period not in full or any(part.agg.get(t, _empty_agg()) != full[period].get(t, _empty_agg())
                                                  for t in SOURCES):
                         del reused[period]
-                        if period in full:
-                            build(period)
-                for period in serving_order([p for p in full if p != HEAD and p not in reused], cuts):
-                    build(period)
-        parts = [*reused.values(), *(p for p in built.values() if p is not None)]
-        parts = [p for period in serving_order([p.period for p in parts], cuts) for p in parts if p.period == period]
-        if any(p is not None for p in built.values()):
-            _fsync(snapshots_dir)
-        crash_point("parts:written")
-        union: dict[str, set[str]] = {"newsSources": set(), "newsTopics": set(), "tickers": set()}
-        for part in parts:
-            for k, v in part.values.items():
-                union.setdefault(k, set()).update(v)
-        tag = secrets.token_hex(4)
-        created_at = datetime.now(UTC).replace(tzinfo=None)
-        head = build_part(con, snapshots_dir, HEAD, cuts, head={
-            "tag": tag, "created_at": created_at, "values": {k: sorted(v) for k, v in union.items()},
-            "articles": sum(p.counts["news"] for p in parts), "events": sum(p.counts["events"] for p in parts),
-        })
+                todo |= {p for p in full if p not in reused}
+        todo = set(serving_order(sorted(todo - {HEAD}), cuts))
+        # The children of every article to serve anew are looked up once: closed periods to build and the head.
+        stage(con, [period_range(p, cuts) for p in [*todo, HEAD]])
+        try:
+            built = [build_part(con, snapshots_dir, p, cuts) for p in serving_order(sorted(todo), cuts)]
+            parts = [*reused.values(), *(p for p in built if p is not None)]
+            parts = [p for period in serving_order([p.period for p in parts], cuts) for p in parts if p.period == period]
+            if built:
+                _fsync(snapshots_dir)
+            crash_point("parts:written")
+            union: dict[str, set[str]] = {"newsSources": set(), "newsTopics": set(), "tickers": set()}
+            for part in parts:
+                for k, v in part.values.items():
+                    union.setdefault(k, set()).update(v)
+            tag = secrets.token_hex(4)
+            created_at = datetime.now(UTC).replace(tzinfo=None)
+            head = build_part(con, snapshots_dir, HEAD, cuts, head={
+                "tag": tag, "created_at": created_at, "values": {k: sorted(v) for k, v in union.items()},
+                "articles": sum(p.counts["news"] for p in parts), "events": sum(p.counts["events"] for p in parts),
+            })
+        finally:
+            unstage(con)
         assert head is not None
         parts.insert(0, head)
         manifest_path = snapshots_dir / f"{SET_PREFIX}{_stamp()}{SET_SUFFIX}"
