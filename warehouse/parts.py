@@ -337,15 +337,6 @@ CREATE OR REPLACE TEMP TABLE _cw_a AS SELECT id, published_at, tickers FROM arti
 CREATE OR REPLACE TEMP TABLE _cw_sa AS
     SELECT article_id, story_id FROM story_articles
     WHERE ({sa_where}) AND article_id IN (SELECT id FROM _cw_a);
-INSERT INTO _cw_sa SELECT article_id, story_id FROM story_articles
-    WHERE article_id IN (SELECT id FROM _cw_a WHERE id NOT IN (SELECT article_id FROM _cw_sa))
-      AND (SELECT count(*) FROM _cw_a) > (SELECT count(*) FROM _cw_sa);
-CREATE OR REPLACE TEMP TABLE _cw_st AS
-    SELECT id, title, articles, sources, first_seen FROM stories
-    WHERE ({st_where}) AND id IN (SELECT story_id FROM _cw_sa);
-INSERT INTO _cw_st SELECT id, title, articles, sources, first_seen FROM stories
-    WHERE id IN (SELECT story_id FROM _cw_sa WHERE story_id NOT IN (SELECT id FROM _cw_st))
-      AND (SELECT count(DISTINCT story_id) FROM _cw_sa) > (SELECT count(*) FROM _cw_st);
 CREATE OR REPLACE TEMP TABLE _cw_ts AS
     SELECT t.article_id, list(struct_pack(ticker := t.ticker, label := CASE lower(t.sentiment) WHEN 'positive' THEN 'Positive'
                                           WHEN 'negative' THEN 'Negative' WHEN 'neutral' THEN 'Neutral' END,
@@ -363,7 +354,17 @@ def stage(con: duckdb.DuckDBPyConnection, ranges: list[tuple[datetime | None, da
     wide = " OR ".join(
         f"({_range_sql('first_seen', lo - timedelta(days=2) if lo is not None else None, hi)})" for lo, hi in ranges
     ) or "false"
-    con.execute(STAGE_SQL.format(where=where, sa_where=where, st_where=wide))
+    con.execute(STAGE_SQL.format(where=where, sa_where=where))
+    # Articles whose story row carries another time (a date corrected after grouping): by id, only when some are.
+    if con.execute("SELECT (SELECT count(*) FROM _cw_a) > (SELECT count(*) FROM _cw_sa)").fetchall()[0][0]:
+        con.execute("""INSERT INTO _cw_sa SELECT article_id, story_id FROM story_articles
+                       WHERE article_id IN (SELECT id FROM _cw_a WHERE id NOT IN (SELECT article_id FROM _cw_sa))""")
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE _cw_st AS SELECT id, title, articles, sources, first_seen FROM stories
+                    WHERE ({wide}) AND id IN (SELECT story_id FROM _cw_sa)""")
+    # Stories first seen more than two days before the period (long chains): by id, only when some are.
+    if con.execute("SELECT (SELECT count(DISTINCT story_id) FROM _cw_sa) > (SELECT count(*) FROM _cw_st)").fetchall()[0][0]:
+        con.execute("""INSERT INTO _cw_st SELECT id, title, articles, sources, first_seen FROM stories
+                       WHERE id IN (SELECT story_id FROM _cw_sa WHERE story_id NOT IN (SELECT id FROM _cw_st))""")
 
 
 def unstage(con: duckdb.DuckDBPyConnection) -> None:
