@@ -345,8 +345,11 @@ def test_paging_visits_every_article_once_while_sets_are_published(tmp_path: Pat
         "close-day",
         "close-month",
     ]
+    # what each set must have rebuilt or closed (a period whose part file is new)
+    wanted = [HEAD, "m202411", "d20250303", "h20250310T14", "d20250310", "m202503"]
     seen: list[tuple[str, str]] = []
     switches = 0
+    manifest = current_snapshot(home / "snapshots")
     with ApiServer(create_app(settings, access=StaticKeys([KEY]))) as srv:
         after = None
         now = NOW
@@ -369,7 +372,10 @@ def test_paging_visits_every_article_once_while_sets_are_published(tmp_path: Pat
                     now = datetime(2025, 4, 2)
                 else:
                     step()
-                name = _publish(home, now=now).name
+                before = _parts(manifest)
+                manifest = _publish(home, now=now)
+                name = manifest.name
+                assert _parts(manifest)[wanted[switches]] != before.get(wanted[switches]), (switches, _parts(manifest))
                 deadline = time.monotonic() + 20
                 while httpx.get(srv.url("/readyz")).json().get("snapshot") != name:
                     assert time.monotonic() < deadline, "the API did not switch to the new set"

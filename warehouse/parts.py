@@ -4,20 +4,24 @@ A full-copy snapshot (``warehouse.publish.publish_snapshot``) rewrites every cur
 cost grows with the whole history. A set splits what the API serves by time into parts:
 
 - **periods** of each row's time (``news``: ``published_at``; ``stories``: ``first_seen``; ``events``:
-  ``created_at``; ``sentiment``: ``bucket_start``), relative to the publish time ``now`` (UTC): whole **months**
+  ``created_at``; ``sentiment``: the bucket's last instant, so today's day bucket stays in the head), relative to
+  the publish time ``now`` (UTC): whole **months**
   before the current month, **days** of the current month before today, **hours** of today before the current
   hour, and the **head**: the current hour and anything newer. The head is small whatever the history's length;
   as time passes, hours close into days and days into months (each closed once: a day or a month of rows).
 - one **part file** per period (``part-<period>-<UTC time>-<random>.duckdb``), holding that period's rows of the
   four tables in serving order with a *local* ``pos`` (0, 1, ... newest first), the same columns and indexes as a
-  full snapshot. A part is never rewritten: it is reused by later sets as long as its period's **fingerprint**
-  (per table: row count, sum of the time column, the newest change stamps — ``enriched_at``, ``tagged_at``,
-  ``fetched_at``, ``updated_at``, ``withdrawn_at`` —, and an XOR of row hashes over the served values, computed
-  for all periods in one grouped query per table) is unchanged and none of its articles belongs to a story that
-  changed since the previous set (``stories.updated_at`` after the previous set's watermark: the story summary is
-  part of each news row). Otherwise the period gets a new part file under a new name.
-- a sidecar ``part-....json`` per part: period, fingerprint, row counts, the newest and oldest serving keys of each
-  table, and the part's filter values (sources, topics, tickers), so a publish never opens reused parts.
+  full snapshot. A part is never rewritten: the next set reuses it unless its period changed, which is found
+  without reading the history: rows whose change stamps (``fetched_at``, ``enriched_at``, ``tagged_at``,
+  ``updated_at``, ``withdrawn_at``: set by the pipeline when it writes a row) are newer than the previous set's
+  watermarks (zone maps skip the older row groups), articles of stories updated since (the story summary is part
+  of each news row), and the previous head's rows when the hour moved. What stamps cannot show (a deletion, a
+  corrected date) is caught by one count and time sum per warehouse table compared with the parts' (each part
+  records its rows' count and time sum): on a mismatch every period's count and sum is compared (a full scan)
+  and the differing periods are rebuilt. A changed period gets a new part file under a new name.
+- a sidecar ``part-....json`` per part: period, row counts, the newest and oldest serving keys of each table, the
+  part's filter values (sources, topics, tickers), and its warehouse rows' count and time sum per table, so a
+  publish never opens reused parts.
 - the head part also holds the set-wide tables: ``filter_values`` (the union of every part's values) and
   ``snapshot_info`` (tag, creation time, ``format`` = 2, total articles and events).
 - a **manifest** ``set-<UTC time>-<random>.json`` lists the parts in serving order (newest period first) with
@@ -28,6 +32,12 @@ Readers (``open_set``) use one in-memory DuckDB connection that ATTACHes every p
 is dense and global as in a single file), ``sentiment``, ``filter_values`` and ``snapshot_info``: every query
 written for a single file runs unchanged. The API's pages go to the parts directly (``Layout``: per table, each
 part's relation, offset, row count and boundary keys), so a page reads one part (two when it straddles periods).
+
+Known limits: ``story_first`` (the story's earliest article) is the article published at the story's
+``first_seen`` (smallest id there), and a story's members and summary are looked up by their time as grouped,
+then by id for any left; a story whose first article was deleted has no article standing for it under
+``collapseStories`` (the single file picked the next one). A story that keeps growing makes every period holding
+one of its articles be rebuilt at each publish (recent hours and days in practice).
 
 Crash safety: parts are written as ``.partial``, checkpointed, fsynced and renamed; sidecars and the manifest are
 written to a temp file, fsynced and renamed; ``CURRENT`` switches last. A crash leaves at worst partial files and
