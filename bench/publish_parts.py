@@ -1,7 +1,7 @@
 """Publishing partitioned serving snapshots (warehouse/parts.py) against the full copy, as history grows.
 
-    .venv/bin/python bench/publish_parts.py [--sizes 100000,1000000] [--new 1000] [--rounds 3] [--pages 300]
-                                            [--out FILE]
+    .venv/bin/python bench/publish_parts.py [--sizes 100000,1000000] [--new 1000] [--rounds 5] [--pages 300]
+                                            [--out FILE]      (defaults: 100000,1000000, 1000, 5, 300)
 
 For each history size N (articles):
 
@@ -11,7 +11,8 @@ For each history size N (articles):
    the article before it), N/10 prediction events over the same time, and ``asset_sentiment`` computed by the
    pipeline's own ``refresh_asset_sentiment``.
 2. Publishes a first set at ``NOW`` + 30 min (every part built; not timed: the history's parts already published).
-3. ``--rounds`` times: adds ``--new`` articles in the current hour (one in five joining a story of the last hours,
+3. ``--rounds`` times, the sizes in turns (round 1 of each, then round 2, ...: a change of the machine's load
+   during the run weighs on both alike): adds ``--new`` articles in the current hour (one in five joining a story of the last hours,
    which updates that story), refreshes ``asset_sentiment`` (the pipeline's step before publishing; not timed),
    and times ``publish_set`` (the next set: fingerprints, changed and head parts, manifest, CURRENT, pruning).
 4. Times the old full copy (``publish_snapshot``) of the same warehouse once.
@@ -205,55 +206,67 @@ def page_latency(path: Path, pages: int) -> dict[str, Any]:
         con.close()
 
 
-def run_size(n: int, n_new: int, rounds: int, pages: int, work: Path) -> dict[str, Any]:
-    from warehouse.db import connect
-    from warehouse.parts import publish_set, read_manifest
-    from warehouse.publish import publish_snapshot
+class Size:
+    """One history size: its warehouse, its sets, and what was measured."""
 
-    home = work / f"n{n}"
-    home.mkdir(parents=True)
-    con = connect(home / "warehouse.duckdb")
-    try:
+    def __init__(self, n: int, work: Path) -> None:
+        from warehouse.db import connect
+        from warehouse.parts import publish_set
+
+        self.n = n
+        self.home = work / f"n{n}"
+        self.home.mkdir(parents=True)
+        self.con = connect(self.home / "warehouse.duckdb")
         t0 = time.perf_counter()
-        generate(con, n)
-        gen_s = time.perf_counter() - t0
+        generate(self.con, n)
+        self.generate_s = time.perf_counter() - t0
         t0 = time.perf_counter()
-        first = publish_set(con, home / "snapshots", keep=3, now=NOW)
-        initial_s = time.perf_counter() - t0
-        times, rebuilt = [], []
-        last = first
-        for r in range(rounds):
-            add_new(con, n_new, r)
-            before = {e["period"]: e["name"] for e in read_manifest(last)["parts"]}
-            t0 = time.perf_counter()
-            last = publish_set(con, home / "snapshots", keep=3, now=NOW)
-            times.append(time.perf_counter() - t0)
-            after = read_manifest(last)["parts"]
-            rebuilt.append(sorted(e["period"] for e in after if before.get(e["period"]) != e["name"]))
-        manifest = read_manifest(last)
+        self.last = publish_set(self.con, self.home / "snapshots", keep=3, now=NOW)
+        self.first_set_s = time.perf_counter() - t0
+        self.times: list[float] = []
+        self.rebuilt: list[list[str]] = []
+
+    def round(self, r: int, n_new: int) -> None:
+        from warehouse.parts import publish_set, read_manifest
+
+        add_new(self.con, n_new, r)
+        before = {e["period"]: e["name"] for e in read_manifest(self.last)["parts"]}
         t0 = time.perf_counter()
-        single = publish_snapshot(con, home / "full", keep=1)
-        full_s = time.perf_counter() - t0
-        rows = con.execute("SELECT count(*) FROM articles").fetchall()[0][0]
-    finally:
-        con.close()
-    sizes = sum((home / "snapshots" / e["name"]).stat().st_size for e in manifest["parts"])
-    return {
-        "articles": rows,
-        "history_days": round(n / 4 / 60 / 24, 1),
-        "generate_s": round(gen_s, 2),
-        "first_set_publish_s": round(initial_s, 3),
-        "next_set_publish_s": [round(t, 3) for t in times],
-        "next_set_publish_median_s": round(statistics.median(times), 3),
-        "parts_in_set": len(manifest["parts"]),
-        "parts_rebuilt_per_round": rebuilt,
-        "set_bytes": sizes,
-        "full_copy_publish_s": round(full_s, 3),
-        "full_copy_bytes": single.stat().st_size,
-        "full_copy_rows_per_s": round(rows / full_s),
-        "page_latency_set": page_latency(last, pages),
-        "page_latency_single_file": page_latency(single, pages),
-    }
+        self.last = publish_set(self.con, self.home / "snapshots", keep=3, now=NOW)
+        self.times.append(time.perf_counter() - t0)
+        after = read_manifest(self.last)["parts"]
+        self.rebuilt.append(sorted(e["period"] for e in after if before.get(e["period"]) != e["name"]))
+
+    def full_copy(self) -> None:
+        from warehouse.publish import publish_snapshot
+
+        t0 = time.perf_counter()
+        self.single = publish_snapshot(self.con, self.home / "full", keep=1)
+        self.full_s = time.perf_counter() - t0
+
+    def report(self, pages: int) -> dict[str, Any]:
+        from warehouse.parts import read_manifest
+
+        rows = self.con.execute("SELECT count(*) FROM articles").fetchall()[0][0]
+        self.con.close()
+        manifest = read_manifest(self.last)
+        sizes = sum((self.home / "snapshots" / e["name"]).stat().st_size for e in manifest["parts"])
+        return {
+            "articles": rows,
+            "history_days": round(self.n / 4 / 60 / 24, 1),
+            "generate_s": round(self.generate_s, 2),
+            "first_set_publish_s": round(self.first_set_s, 3),
+            "next_set_publish_s": [round(t, 3) for t in self.times],
+            "next_set_publish_median_s": round(statistics.median(self.times), 3),
+            "parts_in_set": len(manifest["parts"]),
+            "parts_rebuilt_per_round": self.rebuilt,
+            "set_bytes": sizes,
+            "full_copy_publish_s": round(self.full_s, 3),
+            "full_copy_bytes": self.single.stat().st_size,
+            "full_copy_rows_per_s": round(rows / self.full_s),
+            "page_latency_set": page_latency(self.last, pages),
+            "page_latency_single_file": page_latency(self.single, pages),
+        }
 
 
 def machine() -> dict[str, Any]:
@@ -275,7 +288,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="100000,1000000")
     parser.add_argument("--new", type=int, default=1000)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--pages", type=int, default=300)
     parser.add_argument("--out")
     args = parser.parse_args()
@@ -285,9 +298,16 @@ def main() -> None:
                               "started": datetime.now().astimezone().isoformat(timespec="seconds"), "sizes": {}}
     work = Path(tempfile.mkdtemp(prefix="cw-publish-parts-"))
     try:
-        for n in sizes:
-            report["sizes"][str(n)] = run_size(n, args.new, args.rounds, args.pages, work)
-            shutil.rmtree(work / f"n{n}", ignore_errors=True)
+        # The sizes are measured in turns (round 1 of each size, then round 2, ...), so that a change in the
+        # machine's load during the run weighs on every size alike.
+        runs = [Size(n, work) for n in sizes]
+        for r in range(args.rounds):
+            for run in runs:
+                run.round(r, args.new)
+        for run in runs:
+            run.full_copy()
+        for run in runs:
+            report["sizes"][str(run.n)] = run.report(args.pages)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     small, large = report["sizes"][str(sizes[0])], report["sizes"][str(sizes[-1])]
