@@ -246,6 +246,15 @@ def test_unchanged_parts_are_reused_and_changed_periods_rebuilt(tmp_path: Path) 
         assert reader.counts["news"] == 402
     finally:
         con.close()
+    # A clock that goes back (a publish placed earlier than the last): March splits into days and hours again.
+    seventh = _publish(home, now=NOW)
+    con, reader = open_reader(seventh)
+    try:
+        assert reader.counts["news"] == 402 and "m202503" not in _parts(seventh)
+        assert [r[0] for r in con.execute("SELECT id FROM news ORDER BY pos").fetchall()] == [
+            r[0] for r in con.execute("SELECT id FROM news ORDER BY published_at DESC, id DESC").fetchall()]
+    finally:
+        con.close()
 
 
 def test_changes_no_stamp_shows_are_found_by_the_whole_table_check(tmp_path: Path) -> None:

@@ -210,11 +210,13 @@ def periods_of_changed_stories(con: duckdb.DuckDBPyConnection, cuts: Cuts, since
     return {r[0] for r in rows}
 
 
-def periods_from(con: duckdb.DuckDBPyConnection, cuts: Cuts, start: datetime) -> set[str]:
-    """Periods of every row at or after ``start`` (what the previous head held, when the cuts moved)."""
+def periods_from(con: duckdb.DuckDBPyConnection, cuts: Cuts, start: datetime | None,
+                 end: datetime | None = None) -> set[str]:
+    """Periods (under ``cuts``) of every row in ``[start, end)``: where the rows of a previous part or head go
+    when the cuts moved."""
     out: set[str] = set()
     for src, col, _ in SOURCES.values():
-        rows = con.execute(f"SELECT DISTINCT {cuts.sql(col)} FROM {src} WHERE {col} >= ?", [start]).fetchall()
+        rows = con.execute(f"SELECT DISTINCT {cuts.sql(col)} FROM {src} WHERE {_range_sql(col, start, end)}").fetchall()
         out.update(r[0] for r in rows)
     return out
 
@@ -661,9 +663,9 @@ def publish_set(
             if cuts.hour != prev.cuts.hour:  # the previous head's rows now fall in closed periods
                 todo |= periods_from(con, cuts, prev.cuts.hour)
             for period, part in prev.parts.items():
-                lo, _ = period_range(period, prev.cuts)
+                lo, hi = period_range(period, prev.cuts)
                 if cuts.sql_key(lo) != period:  # closed into a longer period (hours into a day, days into a month)
-                    todo.add(cuts.sql_key(lo))
+                    todo |= periods_from(con, cuts, lo, hi)  # (or split, should the clock have gone back)
                 elif period not in todo:
                     reused[period] = part
             # What stamps cannot show (deletions, corrected dates): whole-table counts and time sums against the
