@@ -30,6 +30,7 @@ from starlette.responses import HTMLResponse
 from starlette.routing import BaseRoute, Route
 
 from api.snapshots import Snapshot, SnapshotManager
+from warehouse.trends import has_table
 
 log = logging.getLogger("cryptowire.api")
 
@@ -152,9 +153,7 @@ def compute(snap: Snapshot) -> Facts:
             ).fetchall()
             heatmap_html = render_heatmap(heat_days, rows)
             chart_days = [end - timedelta(days=i) for i in range(CHART_DAYS - 1, -1, -1)]
-            has_series = con.execute(
-                "SELECT 1 FROM duckdb_tables() WHERE table_name = 'sentiment' AND database_name = current_database()"
-            ).fetchall()
+            has_series = has_table(con, "sentiment")  # a view in a partitioned snapshot
             series = con.execute(
                 SERIES_SQL if has_series else OLD_SERIES_SQL,
                 [datetime.combine(chart_days[0], datetime.min.time()), CHART_TICKERS],

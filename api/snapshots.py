@@ -1,7 +1,7 @@
 """The serving snapshot the API reads, and switching to a newer one without failing a request.
 
-The pipeline publishes snapshots by replacing ``snapshots/CURRENT`` (see ``warehouse.publish``). The manager
-polls that pointer; when it names a new file, the file is opened read-only (in a worker thread) and becomes
+The pipeline publishes snapshots by replacing ``snapshots/CURRENT`` (see ``warehouse.publish`` and
+``warehouse.parts``). The manager polls that pointer; when it names a new file or set, it is opened read-only (in a worker thread) and becomes
 current. Each request holds the snapshot it started with for its whole duration (a reference count), so a switch
 never changes data under a running request, and the old connection is closed only when its last request ends.
 The API never opens the warehouse itself.
@@ -19,6 +19,7 @@ from pathlib import Path
 import anyio.to_thread
 import duckdb
 
+from warehouse.parts import Layout, is_set, open_set
 from warehouse.publish import current_snapshot
 from warehouse.read import PageCache, SnapshotReader
 
@@ -26,12 +27,17 @@ log = logging.getLogger("cryptowire.api")
 
 
 class Snapshot:
-    """One open snapshot file: a read-only DuckDB connection and a pool of cursors (one per thread at a time)."""
+    """One open snapshot: a read-only DuckDB connection and a pool of cursors (one per thread at a time). A single
+    file, or a set of parts (``warehouse.parts``: an in-memory connection with the parts attached read-only)."""
 
     def __init__(self, path: Path, cache_size: int = 0) -> None:
         self.path = path
         self.name = path.name
-        self.con = duckdb.connect(str(path), read_only=True)
+        self.layout: Layout | None = None
+        if is_set(path):
+            self.con, self.layout = open_set(path)
+        else:
+            self.con = duckdb.connect(str(path), read_only=True)
         try:
             self.tag, self.articles, self.events = SnapshotReader.info(self.con)
         except Exception:
@@ -50,7 +56,7 @@ class Snapshot:
         with self._lock:
             cur = self._pool.pop() if self._pool else self.con.cursor()
         try:
-            yield SnapshotReader(cur, self.tag, self.articles, self.events, self.cache)
+            yield SnapshotReader(cur, self.tag, self.articles, self.events, self.cache, self.layout)
         finally:
             with self._lock:
                 self._pool.append(cur)

@@ -119,8 +119,6 @@ ALL_CHECKS = [
 def published_matches_warehouse(warehouse: WarehouseResource, snapshots: SnapshotsResource) -> dg.AssetCheckResult:
     from pathlib import Path
 
-    import duckdb
-
     from warehouse.publish import current_snapshot
 
     path = current_snapshot(Path(snapshots.directory))
@@ -130,7 +128,9 @@ def published_matches_warehouse(warehouse: WarehouseResource, snapshots: Snapsho
         expected = con.execute(
             "SELECT (SELECT count(*) FROM articles), (SELECT count(*) FROM prediction_events)"
         ).fetchall()[0]
-    snap = duckdb.connect(str(path), read_only=True)
+    from warehouse.parts import connect_snapshot
+
+    snap = connect_snapshot(path)
     try:
         got = snap.execute(
             "SELECT (SELECT count(*) FROM news), (SELECT count(*) FROM events), "

@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import httpx
 import pytest
 from graphql import get_introspection_query, parse
@@ -21,10 +20,9 @@ from api.gql_documents import DocumentCache
 from api.gql_exec import Context, coerce_variables, execute_plan, plan_operation
 from api.gql_schema import SDL_PATH, sdl
 from tests.support.apiserver import ApiServer
-from tests.support.newsdata import Data, build, make_articles, make_events
+from tests.support.newsdata import Data, build, make_articles, make_events, open_reader
 from warehouse.config import Settings
 from warehouse.publish import current_snapshot
-from warehouse.read import SnapshotReader
 
 KEY = "test-key"
 
@@ -396,9 +394,8 @@ DIFFERENTIAL = [
 
 @pytest.mark.parametrize("query,variables", DIFFERENTIAL)
 def test_fast_executor_matches_graphql_core(home: Path, query: str, variables: dict[str, Any] | None) -> None:
-    con = duckdb.connect(str(current_snapshot(home / "snapshots")), read_only=True)
+    con, reader = open_reader(current_snapshot(home / "snapshots"))
     try:
-        reader = SnapshotReader(con.cursor(), *SnapshotReader.info(con))
         prepared = DocumentCache().get(query)
         assert not prepared.introspection
         op = prepared.operation(None)

@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
-import duckdb
 import pytest
 from gql import Client, GraphQLRequest
 from gql.transport.requests import RequestsHTTPTransport
@@ -15,7 +14,7 @@ from gql.transport.requests import RequestsHTTPTransport
 from api.access import StaticKeys
 from api.app import create_app
 from tests.support.apiserver import ApiServer
-from tests.support.newsdata import BURST_AT, Data, build, make_articles, make_events, republish
+from tests.support.newsdata import BURST_AT, Data, build, make_articles, make_events, open_reader, republish
 from warehouse.config import Settings
 from warehouse.db import connect
 from warehouse.publish import current_snapshot
@@ -47,8 +46,8 @@ def home(tmp_path_factory: pytest.TempPathFactory, data: Data) -> Path:
 
 @pytest.fixture
 def reader(home: Path) -> Iterator[SnapshotReader]:
-    con = duckdb.connect(str(current_snapshot(home / "snapshots")), read_only=True)
-    yield SnapshotReader(con.cursor(), *SnapshotReader.info(con))
+    con, reader = open_reader(current_snapshot(home / "snapshots"))
+    yield reader
     con.close()
 
 
@@ -139,8 +138,7 @@ def test_news_cursor_survives_a_new_snapshot(tmp_path: Path, data: Data) -> None
     """New articles land (some in the middle of the burst), one is deleted: paging goes on without skips."""
     home = tmp_path / "home"
     build(home, data)
-    con = duckdb.connect(str(current_snapshot(home / "snapshots")), read_only=True)
-    reader = SnapshotReader(con.cursor(), *SnapshotReader.info(con))
+    con, reader = open_reader(current_snapshot(home / "snapshots"))
     page = reader.news_page(PageRequest(first=150))  # ends inside the burst
     cursor = reader.news_cursor(page.rows[-1])
     con.close()
@@ -158,8 +156,7 @@ def test_news_cursor_survives_a_new_snapshot(tmp_path: Path, data: Data) -> None
     wh.execute("DELETE FROM articles WHERE id = ?", [gone])
     wh.close()
     republish(home)
-    con = duckdb.connect(str(current_snapshot(home / "snapshots")), read_only=True)
-    reader2 = SnapshotReader(con.cursor(), *SnapshotReader.info(con))
+    con, reader2 = open_reader(current_snapshot(home / "snapshots"))
     assert reader2.tag != key.tag
     rest = forward_from(reader2, cursor)
     everything = sorted(data.articles + added, key=lambda a: (a["published_at"], a["id"]), reverse=True)
@@ -171,8 +168,7 @@ def test_news_cursor_survives_a_new_snapshot(tmp_path: Path, data: Data) -> None
     wh.execute("DELETE FROM articles WHERE id = ?", [key.id])
     wh.close()
     republish(home)
-    con = duckdb.connect(str(current_snapshot(home / "snapshots")), read_only=True)
-    reader3 = SnapshotReader(con.cursor(), *SnapshotReader.info(con))
+    con, reader3 = open_reader(current_snapshot(home / "snapshots"))
     assert forward_from(reader3, cursor) == expected
     con.close()
 

@@ -1,4 +1,7 @@
-"""Publishing serving snapshots from a real warehouse, and switching between them under load."""
+"""Publishing serving snapshots from a real warehouse, and switching between them under load.
+
+The tests of the single file's layout, pruning and failure publish single files (``parts=False``); partitioned
+sets have their own in tests/test_snapshot_parts.py. The rest follow ``CRYPTOWIRE_TEST_SNAPSHOTS``."""
 
 from __future__ import annotations
 
@@ -32,7 +35,7 @@ def data() -> Data:
 
 def test_publish_writes_serving_tables_in_order(tmp_path: Path, data: Data) -> None:
     home = tmp_path / "home"
-    path = build(home, data)
+    path = build(home, data, parts=False)
     assert current_snapshot(home / "snapshots") == path
     assert (home / "snapshots" / POINTER).read_text().strip() == path.name
     assert not list((home / "snapshots").glob("*.tmp")) and not path.with_name(path.name + ".wal").exists()
@@ -59,7 +62,7 @@ def test_publish_writes_serving_tables_in_order(tmp_path: Path, data: Data) -> N
 
 def test_publish_keeps_the_newest_three(tmp_path: Path, data: Data) -> None:
     home = tmp_path / "home"
-    first = build(home, data)
+    first = build(home, data, parts=False)
     con = connect(home / "warehouse.duckdb")
     try:
         published = [first] + [publish_snapshot(con, home / "snapshots", keep=3) for _ in range(4)]
@@ -71,7 +74,7 @@ def test_publish_keeps_the_newest_three(tmp_path: Path, data: Data) -> None:
 
 def test_publish_spares_a_snapshot_another_process_has_open(tmp_path: Path, data: Data) -> None:
     home = tmp_path / "home"
-    first = build(home, data)
+    first = build(home, data, parts=False)
     holder = subprocess.Popen(
         [sys.executable, "-c",
          f"import duckdb, sys; c = duckdb.connect({str(first)!r}, read_only=True); print('open', flush=True); "
@@ -103,7 +106,7 @@ def test_publish_spares_a_snapshot_another_process_has_open(tmp_path: Path, data
 
 def test_a_failed_publish_leaves_the_current_snapshot(tmp_path: Path, data: Data) -> None:
     home = tmp_path / "home"
-    path = build(home, data)
+    path = build(home, data, parts=False)
     con = connect(home / "warehouse.duckdb")
     try:
         con.execute("DROP TABLE prediction_events")  # the copy now fails halfway

@@ -25,6 +25,7 @@ from tests.support.apiserver import ApiServer
 from tests.support.newsdata import Data, build
 from warehouse.config import Settings, get_settings
 from warehouse.db import connect
+from warehouse.parts import connect_snapshot
 from warehouse.publish import current_snapshot
 from warehouse.sentiment import refresh_asset_sentiment
 
@@ -344,7 +345,7 @@ def test_plot_sentiment_writes_a_png(home: Path, tmp_path: Path, monkeypatch: py
 
 
 def test_snapshot_carries_the_sentiment_table(home: Path) -> None:
-    con = duckdb.connect(str(current_snapshot(home / "snapshots")), read_only=True)
+    con = connect_snapshot(current_snapshot(home / "snapshots"))
     try:
         grains = dict(con.execute("SELECT grain, sum(articles) FROM sentiment GROUP BY ALL").fetchall())
     finally:

@@ -18,8 +18,10 @@ POINTS = (
     "articles:committed",  # scores and tags committed
     "events:merging",  # inside merge_events' transaction
     "events:committed",  # events committed, the step not yet reported
-    "snapshot:writing",  # the new snapshot file half written
-    "snapshot:written",  # snapshot complete, CURRENT not yet switched
+    "parts:writing",  # a new part of a closed period half written (partitioned sets, warehouse.parts)
+    "parts:written",  # the set's new closed parts complete, its head not yet written
+    "snapshot:writing",  # the new snapshot file (a set's head part) half written
+    "snapshot:written",  # snapshot complete (a set's manifest written), CURRENT not yet switched
     "snapshot:published",  # CURRENT switched, old snapshots not yet pruned
 )
 

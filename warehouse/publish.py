@@ -30,6 +30,8 @@ from __future__ import annotations
 import fcntl
 import os
 import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -42,6 +44,11 @@ POINTER = "CURRENT"
 PREFIX = "snapshot-"
 SUFFIX = ".duckdb"
 PARTIAL = ".partial"  # a snapshot being written: never listed, never pointed to
+# Partitioned snapshots (warehouse.parts): a set manifest names its part files; CURRENT may name a manifest.
+SET_PREFIX = "set-"
+SET_SUFFIX = ".json"
+PART_PREFIX = "part-"
+PART_SUFFIX = ".duckdb"
 ROW_GROUP_SIZE = 16384  # small row groups: zone maps skip more of the table around a page
 
 NEWS_SQL = """
@@ -152,13 +159,21 @@ def snapshot_name(now: datetime | None = None) -> str:
     return f"{PREFIX}{now.strftime('%Y%m%dT%H%M%S%f')}Z-{secrets.token_hex(3)}{SUFFIX}"
 
 
+def is_publication(name: str) -> bool:
+    """A single-file snapshot or a set manifest: what ``CURRENT`` may name."""
+    return "/" not in name and (
+        (name.startswith(PREFIX) and name.endswith(SUFFIX)) or (name.startswith(SET_PREFIX) and name.endswith(SET_SUFFIX))
+    )
+
+
 def current_snapshot(snapshots_dir: Path) -> Path | None:
-    """The published snapshot ``CURRENT`` points to, or None when nothing was published yet."""
+    """The published snapshot ``CURRENT`` points to (a single file or a set manifest), or None when nothing was
+    published yet."""
     try:
         name = (snapshots_dir / POINTER).read_text().strip()
     except FileNotFoundError:
         return None
-    if not name.startswith(PREFIX) or not name.endswith(SUFFIX) or "/" in name:
+    if not is_publication(name):
         raise ValueError(f"{snapshots_dir / POINTER} names {name!r}, which is not a snapshot file")
     return snapshots_dir / name
 
@@ -228,9 +243,22 @@ def point_to(snapshots_dir: Path, name: str) -> None:
     _fsync(snapshots_dir)
 
 
+def _published_at(path: Path) -> str:
+    """The UTC time in a snapshot's or a manifest's name (both sort by it)."""
+    return path.name.removeprefix(PREFIX) if path.name.startswith(PREFIX) else path.name.removeprefix(SET_PREFIX)
+
+
 def list_snapshots(snapshots_dir: Path) -> list[Path]:
-    """Snapshot files, oldest first."""
-    return sorted(p for p in Path(snapshots_dir).glob(f"{PREFIX}*{SUFFIX}") if p.is_file())
+    """Published snapshots, oldest first: single files and set manifests."""
+    d = Path(snapshots_dir)
+    found = [p for p in d.glob(f"{PREFIX}*{SUFFIX}") if p.is_file()]
+    found += [p for p in d.glob(f"{SET_PREFIX}*{SET_SUFFIX}") if p.is_file()]
+    return sorted(found, key=_published_at)
+
+
+def list_parts(snapshots_dir: Path) -> list[Path]:
+    """Complete part files of sets, referenced or not."""
+    return sorted(p for p in Path(snapshots_dir).glob(f"{PART_PREFIX}*{PART_SUFFIX}") if p.is_file())
 
 
 def in_use(path: Path) -> bool:
@@ -251,19 +279,57 @@ def in_use(path: Path) -> bool:
     return False
 
 
-def prune_snapshots(snapshots_dir: Path, keep: int = 3) -> list[Path]:
-    """Delete snapshots older than the newest ``keep`` (never the current one, nor one another process has open);
-    return the deleted paths."""
+def prune_snapshots(snapshots_dir: Path, keep: int = 3, holding_lock: bool = False) -> list[Path]:
+    """Delete snapshots older than the newest ``keep`` (never the current one, nor one another process has open),
+    then the part files no remaining set references and no process has open; return the deleted paths.
+
+    Parts are only collected while no publish is running in another process (``holding_lock``: the caller is the
+    publish), since a publish writes its parts before the manifest that references them."""
+    from warehouse import parts
+
+    snapshots_dir = Path(snapshots_dir)
     current = current_snapshot(snapshots_dir)
     deleted = []
     for path in list_snapshots(snapshots_dir)[:-keep] if keep > 0 else []:
         if current is not None and path.name == current.name:
             continue
+        if path.name.startswith(SET_PREFIX):  # a manifest is only read at open; its parts are checked below
+            path.unlink(missing_ok=True)
+            deleted.append(path)
+            continue
         if in_use(path):
             continue
         _unlink(path)
         deleted.append(path)
+    all_parts = list_parts(snapshots_dir)
+    if not all_parts and not any(snapshots_dir.glob(f"{PART_PREFIX}*.json")):
+        return deleted
+    with parts.publish_lock(snapshots_dir, wait=False) if not holding_lock else _held() as free:
+        if not free:
+            return deleted
+        referenced: set[str] = set()
+        for manifest in list_snapshots(snapshots_dir):
+            if manifest.name.startswith(SET_PREFIX):
+                try:
+                    referenced.update(parts.set_parts(manifest))
+                except (OSError, ValueError, KeyError):
+                    # unreadable: keep every part (a repair points CURRENT elsewhere; pruning then collects it)
+                    return deleted
+        for sidecar in snapshots_dir.glob(f"{PART_PREFIX}*.json"):  # a crash between sidecar and part rename
+            if not sidecar.with_name(sidecar.name.removesuffix(".json") + PART_SUFFIX).exists():
+                sidecar.unlink(missing_ok=True)
+        for path in all_parts:
+            if path.name in referenced or in_use(path):
+                continue
+            _unlink(path)
+            path.with_name(parts.sidecar_name(path.name)).unlink(missing_ok=True)
+            deleted.append(path)
     return deleted
+
+
+@contextmanager
+def _held() -> Iterator[bool]:
+    yield True
 
 
 def _unlink(path: Path) -> None:

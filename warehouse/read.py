@@ -37,6 +37,15 @@ _US = timedelta(microseconds=1)
 _ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 
 
+_HIGH = "\U0010ffff"  # above every id: (t, _HIGH) bounds "at or before t"
+
+
+def _below(at: datetime, ident: str = "") -> tuple[int, str]:
+    """A serving key bound (µs, id) for partitioned snapshots: rows whose key is below it are older. ``""`` sorts
+    below every id: ``_below(t)`` means strictly older than ``t``."""
+    return (at - EPOCH) // _US, ident
+
+
 class CursorError(ValueError):
     """A cursor or a date bound that cannot be read."""
 
@@ -265,13 +274,24 @@ class SnapshotReader:
     """Queries over one open snapshot; ``con`` is a cursor used by one thread at a time."""
 
     def __init__(
-        self, con: duckdb.DuckDBPyConnection, tag: str, articles: int, events: int, cache: PageCache | None = None
+        self, con: duckdb.DuckDBPyConnection, tag: str, articles: int, events: int, cache: PageCache | None = None,
+        layout: dict[str, list[Any]] | None = None,
     ) -> None:
         self.con = con
         self.tag = tag
         self.counts = {"news": articles, "events": events}
         self.cache = cache or PageCache(0)
         self.cache_only = False  # when set, a page that is not cached raises CacheMiss instead of querying
+        # A partitioned snapshot (warehouse.parts): per paged table, its parts in serving order (``Segment``s).
+        # Pages go to the parts directly; every other query reads the views over all parts.
+        self.layout = layout
+        if layout is not None:  # always the current format: every column is there
+            self._withdrawn = "withdrawn_reason"
+            self._event_columns = f'{EVENT_COLUMNS}, withdrawn_reason AS "withdrawnReason"'
+            self._news_columns = NEWS_COLUMNS + ', ticker_sentiments AS "tickerSentiments"' + NEWS_STORY_COLUMNS
+            self._has_stories = True
+            self.counts["stories"] = sum(seg.count for seg in layout.get("stories", []))
+            return
         # Snapshots published before events could be withdrawn have no such column: none of theirs is.
         has = con.execute(
             "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'events' AND column_name = 'withdrawn_reason' "
@@ -308,18 +328,91 @@ class SnapshotReader:
 
     # ----------------------------------------------------------------------------------------- helpers
 
-    def _first_pos(self, table: str, where: str, params: list[Any]) -> int:
-        """The first position whose row satisfies ``where`` (a condition monotonic in pos), else the row count."""
-        rows = self.con.execute(f"SELECT pos FROM {table} WHERE {where} ORDER BY pos LIMIT 1", params).fetchall()
-        return int(rows[0][0]) if rows else self.counts[table]
+    def _segments(self, table: str) -> list[Any] | None:
+        return None if self.layout is None else self.layout.get(table, [])
+
+    def _first_pos(self, table: str, where: str, params: list[Any], bound: tuple[int, str] | None = None) -> int:
+        """The first position whose row satisfies ``where`` (a condition monotonic in pos), else the row count.
+
+        In a partitioned snapshot ``bound`` says the same as ``where`` on serving keys: ``where`` holds for a row
+        when its key (µs, id) is below ``bound``. The first part whose oldest key is below it holds the answer."""
+        segments = self._segments(table)
+        if segments is None:
+            rows = self.con.execute(f"SELECT pos FROM {table} WHERE {where} ORDER BY pos LIMIT 1", params).fetchall()
+            return int(rows[0][0]) if rows else self.counts[table]
+        assert bound is not None
+        for seg in segments:
+            if seg.oldest >= bound:
+                continue
+            if seg.newest < bound:
+                return seg.offset
+            rows = self.con.execute(f"SELECT pos FROM {seg.rel} WHERE {where} ORDER BY pos LIMIT 1", params).fetchall()
+            if rows:
+                return seg.offset + int(rows[0][0])
+        return self.counts[table]
+
+    def _spans(self, table: str, lo: int, hi: int, backwards: bool = False) -> list[tuple[Any, int, int]]:
+        """``(segment, local lo, local hi)`` of the parts holding global positions ``[lo, hi)``, in reading order."""
+        out = []
+        for seg in self._segments(table) or []:
+            a, b = max(lo, seg.offset), min(hi, seg.offset + seg.count)
+            if a < b:
+                out.append((seg, a - seg.offset, b - seg.offset))
+        return out[::-1] if backwards else out
 
     def _exists(self, table: str, lo: int, hi: int, where: str, params: list[Any]) -> bool:
         if hi <= lo:
             return False
         if not where:
             return True
-        sql = f"SELECT 1 FROM {table} WHERE pos >= ? AND pos < ? AND {where} LIMIT 1"
-        return bool(self.con.execute(sql, [lo, hi, *params]).fetchall())
+        if self.layout is None:
+            sql = f"SELECT 1 FROM {table} WHERE pos >= ? AND pos < ? AND {where} LIMIT 1"
+            return bool(self.con.execute(sql, [lo, hi, *params]).fetchall())
+        for seg, a, b in self._spans(table, lo, hi):
+            sql = f"SELECT 1 FROM {seg.rel} WHERE pos >= ? AND pos < ? AND {where} LIMIT 1"
+            if self.con.execute(sql, [a, b, *params]).fetchall():
+                return True
+        return False
+
+    def _fetch(
+        self, table: str, columns: str, col_params: list[Any], lo_w: int, hi_w: int, n: int, backwards: bool,
+        where: str, params: list[Any],
+    ) -> tuple[list[tuple[Any, ...]], list[str]]:
+        """Up to ``n`` rows of ``[lo_w, hi_w)`` passing ``where``, nearest the window's start (its end when
+        ``backwards``), in that reading order; ``pos`` (the first column) global."""
+        if self.layout is None:
+            select = f"SELECT {columns} FROM {table}"
+            if not where:
+                # Dense positions: the page is a plain range (sorted here: cheaper than ORDER BY for a few rows).
+                a, b = (max(lo_w, hi_w - n), hi_w) if backwards else (lo_w, min(hi_w, lo_w + n))
+                cur = self.con.execute(f"{select} WHERE pos >= ? AND pos < ?", [*col_params, a, b])
+                fetched, names = cur.fetchall(), [d[0] for d in cur.description]
+                fetched.sort(key=lambda r: r[0], reverse=backwards)
+                return fetched, names
+            order = "DESC" if backwards else ""
+            sql = f"{select} WHERE pos >= ? AND pos < ? AND {where} ORDER BY pos {order} LIMIT ?"
+            cur = self.con.execute(sql, [*col_params, lo_w, hi_w, *params, n])
+            return cur.fetchall(), [d[0] for d in cur.description]
+        out: list[tuple[Any, ...]] = []
+        names: list[str] = []
+        for seg, a, b in self._spans(table, lo_w, hi_w, backwards):
+            need = n - len(out)
+            if need <= 0:
+                break
+            select = f"SELECT {columns} FROM {seg.rel}"
+            if not where:
+                a, b = (max(a, b - need), b) if backwards else (a, min(b, a + need))
+                cur = self.con.execute(f"{select} WHERE pos >= ? AND pos < ?", [*col_params, a, b])
+                rows = cur.fetchall()
+                rows.sort(key=lambda r: r[0], reverse=backwards)
+            else:
+                order = "DESC" if backwards else ""
+                sql = f"{select} WHERE pos >= ? AND pos < ? AND {where} ORDER BY pos {order} LIMIT ?"
+                cur = self.con.execute(sql, [*col_params, a, b, *params, need])
+                rows = cur.fetchall()
+            names = [d[0] for d in cur.description]
+            out += [(r[0] + seg.offset, *r[1:]) for r in rows]
+        return out, names
 
     def _page(
         self, table: str, columns: list[str] | str, col_params: list[Any], req: PageRequest, lo_w: int, hi_w: int,
@@ -330,21 +423,11 @@ class SnapshotReader:
             raise ValueError("first and last together")
         backwards = req.last is not None
         n = req.last if backwards else (req.first if req.first is not None else 10)
-        select = f"SELECT {columns} FROM {table}"
         if hi_w <= lo_w:
             fetched: list[tuple[Any, ...]] = []
             names: list[str] = []
-        elif not where:
-            # Dense positions: the page is a plain range (sorted here: cheaper than ORDER BY for a few rows).
-            a, b = (max(lo_w, hi_w - n - 1), hi_w) if backwards else (lo_w, min(hi_w, lo_w + n + 1))
-            cur = self.con.execute(f"{select} WHERE pos >= ? AND pos < ?", [*col_params, a, b])
-            fetched, names = cur.fetchall(), [d[0] for d in cur.description]
-            fetched.sort(key=lambda r: r[0], reverse=backwards)
         else:
-            order = "DESC" if backwards else ""
-            sql = f"{select} WHERE pos >= ? AND pos < ? AND {where} ORDER BY pos {order} LIMIT ?"
-            cur = self.con.execute(sql, [*col_params, lo_w, hi_w, *params, n + 1])
-            fetched, names = cur.fetchall(), [d[0] for d in cur.description]
+            fetched, names = self._fetch(table, str(columns), col_params, lo_w, hi_w, n + 1, backwards, where, params)
         more = len(fetched) > n
         fetched = fetched[:n]
         if backwards:
@@ -369,28 +452,39 @@ class SnapshotReader:
     def _news_older_from(self, key: NewsKey, table: str = "news", col: str = "published_at") -> int:
         """First position strictly older than ``key``."""
         if key.id is None:
-            return self._first_pos(table, f"{col} < ?", [key.at])
+            return self._first_pos(table, f"{col} < ?", [key.at], _below(key.at))
         p = self._news_pos(key, table, col)
         if p is not None:
             return p + 1
-        return self._first_pos(table, f"{col} <= ? AND ({col} < ? OR id < ?)", [key.at, key.at, key.id])
+        return self._first_pos(table, f"{col} <= ? AND ({col} < ? OR id < ?)", [key.at, key.at, key.id],
+                               _below(key.at, key.id))
 
     def _news_newer_until(self, key: NewsKey, table: str = "news", col: str = "published_at") -> int:
         """End (exclusive) of the rows strictly newer than ``key``."""
         if key.id is None:
-            return self._first_pos(table, f"{col} <= ?", [key.at])
+            return self._first_pos(table, f"{col} <= ?", [key.at], _below(key.at, _HIGH))
         p = self._news_pos(key, table, col)
         if p is not None:
             return p
-        return self._first_pos(table, f"{col} <= ? AND ({col} < ? OR id < ?)", [key.at, key.at, key.id])
+        return self._first_pos(table, f"{col} <= ? AND ({col} < ? OR id < ?)", [key.at, key.at, key.id],
+                               _below(key.at, key.id))
 
     def _news_pos(self, key: NewsKey, table: str = "news", col: str = "published_at") -> int | None:
         """The cursor row's position in this snapshot, if the row is here with the same time."""
         if key.tag == self.tag and key.pos is not None and 0 <= key.pos < self.counts[table]:
             return key.pos
-        rows = self.con.execute(f"SELECT pos, {col} FROM {table} WHERE id = ?", [key.id]).fetchall()
+        segments = self._segments(table)
+        if segments is None:
+            rel, offset = table, 0
+        else:  # only the part whose key range holds the key can hold the row with that time
+            k = _below(key.at, key.id or "")
+            seg = next((g for g in segments if g.oldest <= k <= g.newest), None)
+            if seg is None:
+                return None
+            rel, offset = seg.rel, seg.offset
+        rows = self.con.execute(f"SELECT pos, {col} FROM {rel} WHERE id = ?", [key.id]).fetchall()
         if rows and rows[0][1] == key.at:
-            return int(rows[0][0])
+            return offset + int(rows[0][0])
         return None
 
     def news_page(
@@ -404,9 +498,10 @@ class SnapshotReader:
     def _news_page(self, req: PageRequest, filters: NewsFilters, need_next: bool, need_previous: bool) -> Page:
         flo, fhi = 0, self.counts["news"]
         if filters.since is not None:  # published_at >= since: a prefix of the serving order
-            fhi = self._first_pos("news", "published_at < ?", [filters.since.at])
+            fhi = self._first_pos("news", "published_at < ?", [filters.since.at], _below(filters.since.at))
         if filters.until is not None:  # published_at <= until (a plain date: that whole day)
-            flo = self._first_pos("news", "published_at < ?", [filters.until.upper_exclusive()])
+            upper = filters.until.upper_exclusive()
+            flo = self._first_pos("news", "published_at < ?", [upper], _below(upper))
         lo, hi = flo, fhi
         if req.after is not None:
             lo = max(lo, self._news_older_from(req.after))
@@ -460,9 +555,10 @@ class SnapshotReader:
             return Page([], False, False, [])
         flo, fhi = 0, self.counts["stories"]
         if filters.since is not None:
-            fhi = self._first_pos("stories", "first_seen < ?", [filters.since.at])
+            fhi = self._first_pos("stories", "first_seen < ?", [filters.since.at], _below(filters.since.at))
         if filters.until is not None:
-            flo = self._first_pos("stories", "first_seen < ?", [filters.until.upper_exclusive()])
+            upper = filters.until.upper_exclusive()
+            flo = self._first_pos("stories", "first_seen < ?", [upper], _below(upper))
         lo, hi = flo, fhi
         if req.after is not None:
             lo = max(lo, self._news_older_from(req.after, "stories", "first_seen"))
@@ -522,9 +618,9 @@ class SnapshotReader:
         flo, fhi = 0, self.counts["events"]
         lo, hi = flo, fhi
         if req.after is not None:  # strictly older than the instant (createdAt is unique)
-            lo = self._first_pos("events", "created_at < ?", [req.after.at])
+            lo = self._first_pos("events", "created_at < ?", [req.after.at], _below(req.after.at))
         if req.before is not None:  # strictly newer than the instant
-            hi = self._first_pos("events", "created_at <= ?", [req.before.at])
+            hi = self._first_pos("events", "created_at <= ?", [req.before.at], _below(req.before.at, _HIGH))
         where, params = [], []
         if filters.tickers:
             upper = [t.upper() for t in filters.tickers]

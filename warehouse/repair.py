@@ -11,12 +11,19 @@ from pathlib import Path
 
 import duckdb
 
-from warehouse import db
+from warehouse import db, parts
 from warehouse.publish import PARTIAL, POINTER, in_use, list_snapshots, point_to
 
 
 def valid_snapshot(path: Path) -> bool:
-    """True when the file opens as a complete snapshot (its ``snapshot_info`` row is the last thing written)."""
+    """True when the file opens as a complete snapshot (its ``snapshot_info`` row is the last thing written); for
+    a set, when its manifest reads and every part it lists is there, the head complete."""
+    if parts.is_set(path):
+        try:
+            names = parts.set_parts(path)
+        except (OSError, ValueError, KeyError):
+            return False
+        return all((path.parent / n).is_file() for n in names) and valid_snapshot(path.parent / names[0])
     try:
         con = duckdb.connect(str(path), read_only=True)
     except duckdb.Error:
@@ -30,8 +37,9 @@ def valid_snapshot(path: Path) -> bool:
 
 
 def repair_snapshots(snapshots_dir: Path, fix: bool = True) -> list[str]:
-    """Delete unfinished snapshot files and pointer temp files; point a missing or dangling ``CURRENT`` at the
-    newest complete snapshot. With ``fix=False`` only say what would be repaired."""
+    """Delete unfinished snapshot and part files and pointer temp files; point a missing or dangling ``CURRENT``
+    at the newest complete snapshot (a file or a set). With ``fix=False`` only say what would be repaired.
+    Complete parts no set references are left to pruning (``prune_snapshots``, run by every publish)."""
     snapshots_dir = Path(snapshots_dir)
     if not snapshots_dir.is_dir():
         return []
@@ -41,6 +49,12 @@ def repair_snapshots(snapshots_dir: Path, fix: bool = True) -> list[str]:
         if fix:
             tmp.unlink(missing_ok=True)
         done.append(f"{verb} {tmp.name}, a pointer update a crash interrupted")
+    with parts.publish_lock(snapshots_dir, wait=False) as free:
+        # a set's manifest or a part's sidecar being written (temp file + rename); not while a publish runs
+        for tmp in sorted(snapshots_dir.glob(".set-*.tmp")) + sorted(snapshots_dir.glob(".part-*.tmp")) if free else []:
+            if fix:
+                tmp.unlink(missing_ok=True)
+            done.append(f"{verb} {tmp.name}, a manifest or part description a crash interrupted")
     for partial in sorted(snapshots_dir.glob(f"*{PARTIAL}")):
         if in_use(partial):  # a publish in progress in another process
             continue

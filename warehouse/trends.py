@@ -104,8 +104,11 @@ def max_buckets(req: SentimentRequest) -> int:
 
 
 def has_table(con: duckdb.DuckDBPyConnection, table: str) -> bool:
+    """A table, or a view (a partitioned snapshot serves its tables as views over the parts)."""
     return bool(con.execute(
-        "SELECT 1 FROM duckdb_tables() WHERE table_name = ? AND database_name = current_database()", [table]
+        "SELECT 1 FROM duckdb_tables() WHERE table_name = $t AND database_name = current_database() "
+        "UNION ALL SELECT 1 FROM duckdb_views() WHERE view_name = $t AND database_name = current_database()",
+        {"t": table},
     ).fetchall())
 
 

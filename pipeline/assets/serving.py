@@ -20,20 +20,25 @@ from pipeline.resources import SnapshotsResource, WarehouseResource
     deps=[articles, prediction_events, asset_sentiment, stories],
     kinds={"duckdb"},
     automation_condition=EAGER,
-    description="A new DuckDB file with the curated tables in serving order, published atomically; the API "
-    "switches to it between requests. The newest few are kept.",
+    description="A new set of DuckDB part files with the curated tables in serving order (closed periods reused "
+    "when unchanged, a small head rebuilt), published atomically; the API switches to it between requests. The "
+    "newest few are kept.",
 )
 def serving_snapshot(
     context: dg.AssetExecutionContext, warehouse: WarehouseResource, snapshots: SnapshotsResource
 ) -> dg.MaterializeResult:
-    from warehouse.publish import publish_snapshot
+    from warehouse.parts import publish_set
     from warehouse.repair import repair_snapshots
 
     # Holding the writer pool, no other publish runs: what a crashed one left can go (scheduled runs too).
     for line in repair_snapshots(Path(snapshots.directory)):
         context.log.warning(f"repaired: {line}")
     with warehouse.connect() as con:
-        path = publish_snapshot(con, Path(snapshots.directory), keep=snapshots.keep)
+        path = publish_set(con, Path(snapshots.directory), keep=snapshots.keep)
+    from warehouse.parts import set_parts
+
+    names = set_parts(path)
     return dg.MaterializeResult(
-        metadata={"path": dg.MetadataValue.path(str(path)), "bytes": path.stat().st_size}
+        metadata={"path": dg.MetadataValue.path(str(path)), "parts": len(names),
+                  "bytes": sum((path.parent / n).stat().st_size for n in names)}
     )

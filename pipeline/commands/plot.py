@@ -68,7 +68,6 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the file, range and bucket count as JSON."),
     ) -> None:
         """Chart a ticker's daily (or hourly, weekly) mean sentiment and article counts, as `assetSentiment`."""
-        import duckdb
 
         from warehouse.config import get_settings
         from warehouse.publish import current_snapshot
@@ -86,7 +85,9 @@ def register(app: typer.Typer) -> None:
         path = current_snapshot(settings.snapshots_dir)
         if path is None:
             fail(f"no published snapshot under {settings.snapshots_dir}: run `cryptowire materialize` first")
-        con = duckdb.connect(str(path), read_only=True)
+        from warehouse.parts import connect_snapshot
+
+        con = connect_snapshot(path)
         try:
             series = sentiment_series(con, SentimentRequest(ticker, name, bounds[0], bounds[1]))
         except RangeError as exc:

@@ -61,7 +61,12 @@ def register(app: typer.Typer) -> None:
         from warehouse import db
 
         try:
-            con = db.connect(_target(snapshot), read_only=True)
+            if snapshot:  # a single file or a set of parts (warehouse.parts)
+                from warehouse.parts import connect_snapshot
+
+                con = connect_snapshot(_target(snapshot))
+            else:
+                con = db.connect(_target(snapshot), read_only=True)
         except db.WarehouseLocked as exc:  # its message names the holder and says to pass --snapshot
             fail(str(exc))
         except duckdb.IOException as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -11,7 +12,9 @@ from typing import Any
 import duckdb
 
 from warehouse.db import connect
+from warehouse.parts import open_snapshot, publish_set
 from warehouse.publish import publish_snapshot
+from warehouse.read import SnapshotReader
 from warehouse.sentiment import refresh_asset_sentiment
 
 TICKERS = ["BTC", "ETH", "SOL", "XRP", "DOGE", "ADA"]
@@ -19,6 +22,22 @@ TOPICS = ["markets", "regulation", "defi", "etf"]
 SOURCES = ["CoinDesk", "Decrypt", "The Block", "Cointelegraph"]
 SENTIMENTS = ["positive", "negative", "neutral"]
 BURST_AT = datetime(2024, 11, 20, 12, 0, 0)  # hundreds of articles share this publication time
+# CRYPTOWIRE_TEST_SNAPSHOTS=parts: build() and republish() publish partitioned sets (warehouse.parts) instead of
+# single files, so that the API's tests run against both layouts.
+PARTS = os.environ.get("CRYPTOWIRE_TEST_SNAPSHOTS") == "parts"
+
+
+def open_reader(path: Path) -> tuple[duckdb.DuckDBPyConnection, SnapshotReader]:
+    """A reader over a published snapshot (a single file or a set), as the API opens it; close the connection."""
+    con, layout = open_snapshot(path)
+    tag, articles, events = SnapshotReader.info(con)
+    return con, SnapshotReader(con.cursor(), tag, articles, events, None, layout)
+
+
+def publish(con: duckdb.DuckDBPyConnection, snapshots: Path, keep: int = 3, parts: bool | None = None) -> Path:
+    if PARTS if parts is None else parts:
+        return publish_set(con, snapshots, keep=keep)
+    return publish_snapshot(con, snapshots, keep=keep)
 
 
 @dataclass
@@ -116,7 +135,7 @@ def write(con: duckdb.DuckDBPyConnection, data: Data) -> None:
         )
 
 
-def build(home: Path, data: Data, keep: int = 3) -> Path:
+def build(home: Path, data: Data, keep: int = 3, parts: bool | None = None) -> Path:
     """Write ``data`` into ``home/warehouse.duckdb`` (a real, migrated warehouse) and publish a snapshot."""
     con = connect(home / "warehouse.duckdb")
     try:
@@ -124,7 +143,7 @@ def build(home: Path, data: Data, keep: int = 3) -> Path:
         write(con, data)
         con.execute("COMMIT")
         refresh_asset_sentiment(con)  # as the pipeline's asset_sentiment does before publishing
-        return publish_snapshot(con, home / "snapshots", keep=keep)
+        return publish(con, home / "snapshots", keep=keep, parts=parts)
     finally:
         con.close()
 
@@ -132,6 +151,6 @@ def build(home: Path, data: Data, keep: int = 3) -> Path:
 def republish(home: Path, keep: int = 3) -> Path:
     con = connect(home / "warehouse.duckdb")
     try:
-        return publish_snapshot(con, home / "snapshots", keep=keep)
+        return publish(con, home / "snapshots", keep=keep)
     finally:
         con.close()
