@@ -104,9 +104,13 @@ class Clusterer:
         """Logits of "same story" against ``candidates`` (exact for those that can reach the threshold)."""
         assert self._text is not None and self._title is not None and self._secs is not None
         idx = np.asarray(candidates, dtype=np.int64)
-        text = self._text[idx] @ item.text_vec
-        title = self._title[idx] @ item.title_vec
-        gap = np.abs(self._secs[idx] - _seconds(item.published_at)) / 3600 / pairs.WINDOW_HOURS
+        # Articles mostly arrive in time order, so the window is usually one run of rows: a view, not a copy.
+        rows: slice | np.ndarray = idx
+        if idx[-1] - idx[0] + 1 == len(idx) and (len(idx) < 2 or bool(np.all(np.diff(idx) == 1))):
+            rows = slice(int(idx[0]), int(idx[-1]) + 1)
+        text = self._text[rows] @ item.text_vec
+        title = self._title[rows] @ item.title_vec
+        gap = np.abs(self._secs[rows] - _seconds(item.published_at)) / 3600 / pairs.WINDOW_HOURS
         z = self.model.dense_logits(text, title, gap)
         cut = self.model.threshold_logit
         z[text < pairs.MIN_COS_TEXT] = -np.inf
