@@ -15,14 +15,24 @@ FROM articles a ANTI JOIN story_articles s ON s.article_id = a.id
 ORDER BY a.published_at, a.id
 """
 
-# The grouped articles whose publication time is within reach of the new ones, with what the grouping compares.
-RECENT_SQL = """
-SELECT s.article_id, s.published_at, s.story_id, e.text_vec, e.title_vec,
-       coalesce(a.tickers, []::VARCHAR[]) AS tickers, e.numbers, e.title_numbers, a.title, a.summary, a.source_name
-FROM story_articles s JOIN article_embeddings e ON e.article_id = s.article_id JOIN articles a ON a.id = s.article_id
-WHERE s.published_at >= ? AND s.published_at <= ?
-ORDER BY s.published_at, s.article_id
+# The grouped articles whose publication time is within reach of the new ones (story_articles has the time: the
+# window is found without touching the vectors).
+WINDOW_SQL = """
+SELECT article_id, published_at, story_id FROM story_articles
+WHERE published_at >= ? AND published_at <= ?
+ORDER BY published_at, article_id
 """
+
+# What the grouping compares, for a list of ids. Looked up by key with literal ids (``_by_ids``): DuckDB answers an
+# IN list of constants from the primary-key index, whereas a join with a list or a subquery reads every stored
+# vector (0.25 s cold at 100,000 articles, against 0.04 s).
+COMPARED_SQL = """
+SELECT e.article_id, e.text_vec, e.title_vec, e.numbers, e.title_numbers,
+       coalesce(a.tickers, []::VARCHAR[]) AS tickers, a.title, a.summary, a.source_name
+FROM article_embeddings e JOIN articles a ON a.id = e.article_id
+WHERE e.article_id IN ({ids}) AND a.id IN ({ids})
+"""
+BY_IDS_CHUNK = 1000
 
 STORIES_SQL = """
 INSERT OR REPLACE INTO stories
@@ -66,20 +76,28 @@ def _frame(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any]) -> pl.Da
     return frame
 
 
+def _by_ids(con: duckdb.DuckDBPyConnection, ids: list[str]) -> pl.DataFrame:
+    """``COMPARED_SQL`` for ``ids`` (any order), in chunks of literal lists."""
+    frames = []
+    for k in range(0, len(ids), BY_IDS_CHUNK):
+        lits = ",".join("'" + i.replace("'", "''") + "'" for i in ids[k:k + BY_IDS_CHUNK])
+        frames.append(_frame(con, COMPARED_SQL.format(ids=lits), []))
+    return pl.concat(frames) if frames else _frame(con, COMPARED_SQL.format(ids="NULL"), [])
+
+
 # Frames, not tuples: a thousand vectors come out of DuckDB as Arrow columns far faster than as Python lists.
 def recent(con: duckdb.DuckDBPyConnection, lo: datetime, hi: datetime) -> pl.DataFrame:
-    """Columns: article_id, published_at, story_id, text_vec, title_vec, tickers, numbers, title_numbers, title,
-    summary, source_name."""
-    return _frame(con, RECENT_SQL, [lo, hi])
+    """The grouped articles published in ``[lo, hi]``, oldest first. Columns: article_id, published_at, story_id,
+    text_vec, title_vec, numbers, title_numbers, tickers, title, summary, source_name."""
+    window = _frame(con, WINDOW_SQL, [lo, hi])
+    found = _by_ids(con, window["article_id"].to_list())
+    return window.join(found, on="article_id", how="inner", maintain_order="left")
 
 
 def embeddings(con: duckdb.DuckDBPyConnection, ids: list[str]) -> pl.DataFrame:
-    """The stored embeddings of ``ids``, in the order of ``ids``."""
-    return _frame(
-        con, "SELECT e.article_id, e.text_vec, e.title_vec, e.numbers, e.title_numbers "
-        "FROM (SELECT unnest(?::VARCHAR[]) AS id, generate_subscripts(?::VARCHAR[], 1) AS k) w "
-        "JOIN article_embeddings e ON e.article_id = w.id ORDER BY w.k", [ids, ids],
-    )
+    """The stored embeddings of ``ids`` (with what else the grouping compares), in the order of ``ids``."""
+    order = pl.DataFrame({"article_id": ids}, schema={"article_id": pl.String})
+    return order.join(_by_ids(con, ids), on="article_id", how="inner", maintain_order="left")
 
 
 def save_assignments(con: duckdb.DuckDBPyConnection, rows: list[tuple[str, str, datetime]], now: datetime) -> int:
