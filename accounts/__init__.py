@@ -4,8 +4,9 @@
 - ``keys``: key generation, hashing, display. ``plans``: the plans (``accounts/plans.yaml`` or
   ``CRYPTOWIRE_PLANS_FILE``).
 - ``store``: the platform store's interface (create, lookup, revoke, rotate, set-plan, charge, refund, history)
-  and ``open_store(settings)``; implementations ``sqlite.SqliteStore`` (embedded default,
-  ``$CRYPTOWIRE_HOME/platform.sqlite``) and ``postgres.PostgresStore`` (``CRYPTOWIRE_DATABASE_URL``).
+  and ``open_store(settings)`` (``open_synced_store(settings, plans)``: with the plans recorded); implementations
+  ``sqlite.SqliteStore`` (embedded default, ``$CRYPTOWIRE_HOME/platform.sqlite``) and ``postgres.PostgresStore``
+  (``CRYPTOWIRE_DATABASE_URL``); ``common``: what those two do alike apart from their SQL.
 - ``limits``: request-rate limiters (in-process, Redis) and daily counters (the store's, Redis).
 - ``access``: ``MeteredAccess``, what every metered route calls.
 
@@ -32,7 +33,14 @@ if TYPE_CHECKING:
     from accounts.apis import APIS, USAGE_API, Caller, Charge
     from accounts.plans import Plan, PlansError, load_plans
     from accounts.sqlite import PlatformStore, SqliteStore
-    from accounts.store import KeyNotFound, Store, StoreConfigError, StoreUnavailable, open_store
+    from accounts.store import (
+        KeyNotFound,
+        Store,
+        StoreConfigError,
+        StoreUnavailable,
+        open_store,
+        open_synced_store,
+    )
     from warehouse.config import Settings
 
 # Imported on first use (PEP 562): `from accounts.apis import APIS` in the CLI loads no store, asyncio or yaml.
@@ -42,13 +50,13 @@ _EXPORTS = {
     "Plan": "accounts.plans", "PlansError": "accounts.plans", "load_plans": "accounts.plans",
     "PlatformStore": "accounts.sqlite", "SqliteStore": "accounts.sqlite",
     "KeyNotFound": "accounts.store", "Store": "accounts.store", "StoreConfigError": "accounts.store",
-    "StoreUnavailable": "accounts.store", "open_store": "accounts.store",
+    "StoreUnavailable": "accounts.store", "open_store": "accounts.store", "open_synced_store": "accounts.store",
 }
 
 __all__ = [
     "APIS", "KEY_CACHE_SECONDS", "USAGE_API", "Caller", "Charge", "KeyNotFound", "MeteredAccess", "Plan",
     "PlansError", "PlatformStore", "SqliteStore", "Store", "StoreConfigError", "StoreUnavailable", "build_access",
-    "load_plans", "open_store",
+    "load_plans", "open_store", "open_synced_store",
 ]
 
 
@@ -66,15 +74,10 @@ def build_access(settings: Settings) -> MeteredAccess:
     from accounts.access import MeteredAccess
     from accounts.limits import LocalRateLimiter, RedisCounters, RedisRateLimiter, StoreCounters, redis_client
     from accounts.plans import load_plans
-    from accounts.store import open_store
+    from accounts.store import open_synced_store
 
     plans = load_plans(settings.plans_file)
-    store = open_store(settings)
-    try:
-        store.sync_plans(plans.values())
-    except BaseException:
-        store.close()
-        raise
+    store = open_synced_store(settings, plans.values())
     if settings.database_url:  # the counters stay in Postgres, durable; Redis only shares the request rate
         limiter = (RedisRateLimiter(redis_client(settings.redis_url), close_client=True) if settings.redis_url
                    else LocalRateLimiter())

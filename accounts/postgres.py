@@ -23,10 +23,12 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
+from accounts import common
 from accounts.apis import APIS
-from accounts.keys import KEY_PREFIX, KeyRecord, display, hash_key, new_key, new_key_id
+from accounts.keys import KeyRecord, new_key_id
 from accounts.plans import Plan
 from accounts.store import ChargeItem, KeyNotFound, StoreConfigError, StoreUnavailable, Usage
 
@@ -200,11 +202,8 @@ class PostgresStore:
                     f"CRYPTOWIRE_DATABASE_URL: the platform schema in {self.where} is at version {current}, newer "
                     f"than this cryptowire knows ({LATEST_VERSION}): upgrade cryptowire"
                 )
-            for version, statements in MIGRATIONS:
-                if version > current:
-                    for stmt in statements:
-                        conn.execute(stmt)
-                    conn.execute(f"INSERT INTO {_S}.schema_version VALUES (%s, %s)", (version, time.time()))
+            common.apply_migrations(conn.execute, MIGRATIONS, current,
+                                    f"INSERT INTO {_S}.schema_version VALUES (%s, %s)")
 
     def schema_version(self) -> int:
         with self._conn() as conn:
@@ -257,17 +256,17 @@ class PostgresStore:
                     f"INSERT INTO {_S}.plans VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (name) DO UPDATE SET "
                     "title = excluded.title, price_usd = excluded.price_usd, cu_per_day = excluded.cu_per_day, "
                     "requests_per_second = excluded.requests_per_second, updated_at = excluded.updated_at",
-                    (p.name, p.title, str(p.price_usd), p.cu_per_day, p.requests_per_second, now),
+                    common.plan_row(p, now),
                 )
 
     # --- keys --------------------------------------------------------------------
     @staticmethod
     def _add_secret(conn: Any, key_id: str, now: float) -> str:
-        key = new_key()
+        key, row = common.new_secret(key_id, now)
         conn.execute(
             f"INSERT INTO {_S}.key_secrets (key_hash, key_id, prefix, last4, created_at, expires_at) "
             "VALUES (%s, %s, %s, %s, %s, NULL)",
-            (hash_key(key), key_id, KEY_PREFIX, key[-4:], now),
+            row,
         )
         return key
 
@@ -319,12 +318,7 @@ class PostgresStore:
     def lookup(self, key_hash: str) -> KeyRecord | None:
         with self._conn() as conn:
             row = conn.execute(_LOOKUP, (key_hash,)).fetchone()
-        if row is None:
-            return None
-        return KeyRecord(
-            id=row[0], name=row[1], plan=row[2], apis=tuple(a for a in row[3].split(",") if a),
-            key_hash=row[4], revoked=bool(row[5]), expires_at=row[6],
-        )
+        return None if row is None else common.key_record(row)
 
     def keys(self, key_id: str | None = None) -> list[dict[str, Any]]:
         sql = f"SELECT id, name, plan, apis, created_at, revoked_at FROM {_S}.keys"
@@ -338,20 +332,7 @@ class PostgresStore:
         with self._conn() as conn:
             rows = conn.execute(sql + " ORDER BY created_at", args).fetchall()
             secrets = conn.execute(secrets_sql + " ORDER BY created_at", args).fetchall()
-        out = []
-        for kid, name, plan, apis, created, revoked in rows:
-            live = [
-                {"display": display(p, l4), "expiresAt": exp}
-                for (sid, p, l4, _c, exp) in secrets
-                if sid == kid and (exp is None or exp > now)
-            ]
-            out.append({
-                "id": kid, "name": name, "plan": plan, "apis": [a for a in apis.split(",") if a],
-                "createdAt": created, "revokedAt": revoked,
-                "status": "revoked" if revoked is not None else "active",
-                "secrets": live,
-            })
-        return out
+        return common.key_listing(rows, secrets, now)
 
     # --- usage counters ----------------------------------------------------------
     def charge(self, key_id: str, day: str, api: str, cost: int, limit: int) -> tuple[bool, int]:
@@ -360,50 +341,19 @@ class PostgresStore:
     def charge_many(self, items: list[ChargeItem]) -> list[tuple[bool, int]]:
         """Several charges, committed together (one statement when they are all for one key and day). The
         charges of one key and day are first tried as one conditional upsert of their sum; when that does not fit,
-        one by one, in order, so exactly those that fit pass."""
-        for _k, _d, api, cost, _l in items:
-            if api not in _REFUND or cost <= 0:
-                raise ValueError(f"cannot charge {cost!r} CU to API {api!r}")
-        groups: dict[tuple[str, str, int], list[int]] = {}
-        for i, (key_id, day, _api, _cost, limit) in enumerate(items):
-            groups.setdefault((key_id, day, limit), []).append(i)
+        one by one, in order, so exactly those that fit pass (``common.charge_group``)."""
+        groups = common.group_charges(items)
         results: list[tuple[bool, int]] = [(False, 0)] * len(items)
         # one transaction for several keys, rows locked in a fixed order: no deadlock between processes
         with self._conn(transaction=len(groups) > 1) as conn:
+            charge_row, used = partial(self._charge_row, conn), partial(self._used, conn)
             for group in sorted(groups.items()):
-                self._charge_group(conn, items, group, results)
+                common.charge_group(items, group, results, charge_row, used)
         return results
 
-    def _charge_group(self, conn: Any, items: list[ChargeItem], group: tuple[tuple[str, str, int], list[int]],
-                      results: list[tuple[bool, int]]) -> None:
-        (key_id, day, limit), idx = group
-        counts = {api: [0, 0] for api in APIS}
-        total = 0
-        for i in idx:
-            c = counts[items[i][2]]
-            c[0] += items[i][3]
-            c[1] += 1
-            total += items[i][3]
-        row = self._charge_row(conn, key_id, day, total, counts, limit) if total <= limit else None
-        if row is not None:
-            used = row - total
-            for i in idx:
-                used += items[i][3]
-                results[i] = (True, used)
-            return
-        for i in idx:
-            api, cost = items[i][2], items[i][3]
-            one = {a: ([cost, 1] if a == api else [0, 0]) for a in APIS}
-            row = self._charge_row(conn, key_id, day, cost, one, limit) if cost <= limit else None
-            results[i] = (False, self._used(conn, key_id, day)) if row is None else (True, row)
-
     @staticmethod
-    def _charge_row(conn: Any, key_id: str, day: str, total: int, counts: dict[str, list[int]],
-                    limit: int) -> int | None:
-        args: list[Any] = [key_id, day, total]
-        for api in APIS:
-            args += counts[api]
-        row = conn.execute(_CHARGE, (*args, limit)).fetchone()
+    def _charge_row(conn: Any, key_id: str, day: str, cost: int, counts: common.Counts, limit: int) -> int | None:
+        row = conn.execute(_CHARGE, common.charge_args(key_id, day, cost, counts, limit)).fetchone()
         return None if row is None else int(row[0])
 
     def refund(self, key_id: str, day: str, api: str, cost: int) -> int:
@@ -430,6 +380,4 @@ class PostgresStore:
                 f"SELECT day, {', '.join(_COUNTS)} FROM {_S}.usage_daily WHERE key_id = %s AND day = ANY(%s)",
                 (key_id, list(days)),
             ).fetchall()
-        return {
-            row[0]: {api: (int(row[1 + 2 * i]), int(row[2 + 2 * i])) for i, api in enumerate(APIS)} for row in rows
-        }
+        return common.usage_by_day(rows)

@@ -21,17 +21,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from accounts import common
 from accounts.apis import APIS
-from accounts.keys import (
-    KEY_PREFIX,
-    KeyRecord,
-    display,
-    hash_key,
-    new_key,
-    new_key_id,
-)
+from accounts.keys import KeyRecord, new_key_id
 from accounts.plans import Plan
-from accounts.store import KeyNotFound, StoreConfigError, Usage
+from accounts.store import ChargeItem, KeyNotFound, StoreConfigError, Usage
 
 # Version 1: the schema as it was before versioning (IF NOT EXISTS: a database made then is taken over as is).
 SCHEMA = """
@@ -146,11 +140,7 @@ class SqliteStore:
                     f"the platform database {self.path} has schema version {current}, newer than this cryptowire "
                     f"knows ({LATEST_VERSION}): upgrade cryptowire, or point CRYPTOWIRE_HOME elsewhere"
                 )
-            for version, statements in MIGRATIONS:
-                if version > current:
-                    for stmt in statements:
-                        db.execute(stmt)
-                    db.execute("INSERT INTO schema_version VALUES (?, ?)", (version, time.time()))
+            common.apply_migrations(db.execute, MIGRATIONS, current, "INSERT INTO schema_version VALUES (?, ?)")
 
     def schema_version(self) -> int:
         with self._lock:
@@ -181,16 +171,16 @@ class SqliteStore:
                     "INSERT INTO plans VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
                     "title = excluded.title, price_usd = excluded.price_usd, cu_per_day = excluded.cu_per_day, "
                     "requests_per_second = excluded.requests_per_second, updated_at = excluded.updated_at",
-                    (p.name, p.title, str(p.price_usd), p.cu_per_day, p.requests_per_second, now),
+                    common.plan_row(p, now),
                 )
 
     # --- keys --------------------------------------------------------------------
     def _add_secret(self, db: sqlite3.Connection, key_id: str, now: float) -> str:
-        key = new_key()
+        key, row = common.new_secret(key_id, now)
         db.execute(
             "INSERT INTO key_secrets (key_hash, key_id, prefix, last4, created_at, expires_at) "
             "VALUES (?, ?, ?, ?, ?, NULL)",
-            (hash_key(key), key_id, KEY_PREFIX, key[-4:], now),
+            row,
         )
         return key
 
@@ -240,12 +230,7 @@ class SqliteStore:
     def lookup(self, key_hash: str) -> KeyRecord | None:
         with self._lock:
             row = self._db.execute(_LOOKUP, (key_hash,)).fetchone()
-        if row is None:
-            return None
-        return KeyRecord(
-            id=row[0], name=row[1], plan=row[2], apis=tuple(a for a in row[3].split(",") if a),
-            key_hash=row[4], revoked=bool(row[5]), expires_at=row[6],
-        )
+        return None if row is None else common.key_record(row)
 
     def keys(self, key_id: str | None = None) -> list[dict[str, Any]]:
         """Keys for listing (never the secret): id, name, plan, apis, status, display forms of live secrets."""
@@ -260,78 +245,34 @@ class SqliteStore:
         with self._lock:
             rows = self._db.execute(sql + " ORDER BY created_at", args).fetchall()
             secrets = self._db.execute(secrets_sql + " ORDER BY created_at", args).fetchall()
-        out = []
-        for kid, name, plan, apis, created, revoked in rows:
-            live = [
-                {"display": display(p, l4), "expiresAt": exp}
-                for (sid, p, l4, _c, exp) in secrets
-                if sid == kid and (exp is None or exp > now)
-            ]
-            out.append({
-                "id": kid, "name": name, "plan": plan, "apis": [a for a in apis.split(",") if a],
-                "createdAt": created, "revokedAt": revoked,
-                "status": "revoked" if revoked is not None else "active",
-                "secrets": live,
-            })
-        return out
+        return common.key_listing(rows, secrets, now)
 
     # --- usage counters ----------------------------------------------------------
     def charge(self, key_id: str, day: str, api: str, cost: int, limit: int) -> tuple[bool, int]:
         """Add ``cost`` to the day's usage if it stays within ``limit``: ``(charged, used after)``."""
         return self.charge_many([(key_id, day, api, cost, limit)])[0]
 
-    def charge_many(self, items: list[tuple[str, str, str, int, int]]) -> list[tuple[bool, int]]:
+    def charge_many(self, items: list[ChargeItem]) -> list[tuple[bool, int]]:
         """Several charges ``(key_id, day, api, cost, limit)``, written with ONE commit (group commit).
 
         The charges of one key and day are first tried as one conditional update of their sum; when the sum does
         not fit (the allowance is nearly spent), they are applied one by one, in order, so exactly those that fit
-        pass. Returns ``(charged, used after)`` per item.
+        pass (``common.charge_group``). Returns ``(charged, used after)`` per item.
         """
-        for _k, _d, api, cost, _l in items:
-            if api not in _REFUND or cost <= 0:
-                raise ValueError(f"cannot charge {cost!r} CU to API {api!r}")
-        groups: dict[tuple[str, str, int], list[int]] = {}
-        for i, (key_id, day, _api, _cost, limit) in enumerate(items):
-            groups.setdefault((key_id, day, limit), []).append(i)
+        groups = common.group_charges(items)
         results: list[tuple[bool, int]] = [(False, 0)] * len(items)
         with self._lock:
             if len(groups) == 1:  # usually one statement, which is its own transaction and commit
-                self._charge_group(items, next(iter(groups.items())), results)
+                common.charge_group(items, next(iter(groups.items())), results, self._charge_row, self._used)
                 return results
             with self._tx():  # several keys: one commit for all
                 for group in groups.items():
-                    self._charge_group(items, group, results)
+                    common.charge_group(items, group, results, self._charge_row, self._used)
         return results
 
-    def _charge_group(self, items: list[tuple[str, str, str, int, int]],
-                      group: tuple[tuple[str, str, int], list[int]], results: list[tuple[bool, int]]) -> None:
-        (key_id, day, limit), idx = group
-        counts = {api: [0, 0] for api in APIS}
-        total = 0
-        for i in idx:
-            c = counts[items[i][2]]
-            c[0] += items[i][3]
-            c[1] += 1
-            total += items[i][3]
-        row = self._charge_row(key_id, day, total, counts, limit) if total <= limit else None
-        if row is not None:  # all of them fit
-            used = row - total
-            for i in idx:
-                used += items[i][3]
-                results[i] = (True, used)
-            return
-        for i in idx:  # near the limit: one by one, in order
-            api, cost = items[i][2], items[i][3]
-            one = {a: ([cost, 1] if a == api else [0, 0]) for a in APIS}
-            row = self._charge_row(key_id, day, cost, one, limit) if cost <= limit else None
-            results[i] = (False, self._used(key_id, day)) if row is None else (True, row)
-
-    def _charge_row(self, key_id: str, day: str, total: int, counts: dict[str, list[int]], limit: int) -> int | None:
-        args = [key_id, day, total]
-        for api in APIS:
-            args += counts[api]
+    def _charge_row(self, key_id: str, day: str, cost: int, counts: common.Counts, limit: int) -> int | None:
         # fetchall: run the statement to its end, so that in autocommit mode it has committed on return
-        rows = self._db.execute(_CHARGE, (*args, limit)).fetchall()
+        rows = self._db.execute(_CHARGE, common.charge_args(key_id, day, cost, counts, limit)).fetchall()
         return rows[0][0] if rows else None
 
     def refund(self, key_id: str, day: str, api: str, cost: int) -> int:
@@ -359,7 +300,7 @@ class SqliteStore:
             rows = self._db.execute(
                 f"SELECT day, {_COUNTS} FROM usage_daily WHERE key_id = ? AND day IN ({marks})", (key_id, *days)
             ).fetchall()
-        return {row[0]: {api: (row[1 + 2 * i], row[2 + 2 * i]) for i, api in enumerate(APIS)} for row in rows}
+        return common.usage_by_day(rows)
 
 
 PlatformStore = SqliteStore  # the name it had in api.metering.store

@@ -4,10 +4,12 @@
 - ``accounts.postgres.PostgresStore``: Postgres (psycopg 3, a psycopg_pool connection pool), chosen by
   ``CRYPTOWIRE_DATABASE_URL=postgresql://...``; several API processes and the CLI share one database.
 
-``open_store(settings)`` picks one. Both keep the same schema (migrations numbered alike, recorded in a
-``schema_version`` table) and the same guarantees: a charge is one atomic conditional upsert on the key's row for
-the day (``used = used + cost`` only ``WHERE used + cost <= limit``), so concurrent charges from any number of
-processes never overdraw the allowance and are never lost or counted twice once committed.
+``open_store(settings)`` picks one (``open_synced_store(settings, plans)`` also records the plans in force). Both
+keep the same schema (migrations numbered alike, recorded in a ``schema_version`` table) and the same guarantees:
+a charge is one atomic conditional upsert on the key's row for the day (``used = used + cost`` only
+``WHERE used + cost <= limit``), so concurrent charges from any number of processes never overdraw the allowance
+and are never lost or counted twice once committed. What the two do alike, apart from their SQL, is in
+``accounts.common``.
 """
 
 from __future__ import annotations
@@ -71,3 +73,14 @@ def open_store(settings: Settings) -> Store:
     from accounts.sqlite import SqliteStore
 
     return SqliteStore(settings.platform_db)
+
+
+def open_synced_store(settings: Settings, plans: Iterable[Plan]) -> Store:
+    """``open_store(settings)`` with ``plans`` recorded in it (``sync_plans``); closed again when that fails."""
+    store = open_store(settings)
+    try:
+        store.sync_plans(plans)
+    except BaseException:
+        store.close()
+        raise
+    return store

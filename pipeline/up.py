@@ -16,12 +16,11 @@ QUERY = "query CryptoNews($after: String, $first: Int) { cryptoNews(after: $afte
 def local_key(settings: Settings) -> str:
     """A fresh key for this session (keys are stored hashed, so an old one cannot be shown again);
     the previous `cryptowire up` keys are revoked so they do not pile up."""
-    from accounts import APIS, load_plans, open_store
+    from accounts import APIS, load_plans, open_synced_store
 
     plans = load_plans(settings.plans_file)
-    store = open_store(settings)
+    store = open_synced_store(settings, plans.values())
     try:
-        store.sync_plans(plans.values())
         for row in store.keys():
             if row["name"] == UP_KEY_NAME and row["status"] == "active":
                 store.revoke_key(row["id"])

@@ -4,61 +4,25 @@ from __future__ import annotations
 
 import asyncio
 import math
-import shutil
-import subprocess
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-import redis
 
 from accounts import MeteredAccess, build_access
 from accounts.limits import RedisCounters, RedisRateLimiter
 from api.errors import ApiError
 from tests.support.apiserver import ApiServer, free_port
 from tests.support.metered import DEFAULT_COST, metered_app, metering_settings
+from tests.support.servers import REDIS_MISSING
 
-REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
-
-pytestmark = pytest.mark.skipif(
-    not Path(REDIS_SERVER).exists(),
-    reason="redis-server is not installed (Debian package redis-server; `make test` installs it)",
-)
+pytestmark = pytest.mark.skipif(REDIS_MISSING is not None, reason=f"{REDIS_MISSING}; `make test` installs it")
 
 
 def today() -> str:
     return time.strftime("%Y-%m-%d", time.gmtime())
-
-
-@pytest.fixture
-def redis_url(tmp_path: Path) -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", str(tmp_path)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-    )
-    url = f"redis://127.0.0.1:{port}/0"
-    client = redis.Redis.from_url(url)
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError("redis-server did not start") from None
-            time.sleep(0.05)
-    client.close()
-    try:
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def _pair(tmp_path: Path, redis_url: str, plans: dict[str, tuple[int, float]]) -> tuple[MeteredAccess, ...]:
@@ -69,9 +33,9 @@ def _pair(tmp_path: Path, redis_url: str, plans: dict[str, tuple[int, float]]) -
     return a, b
 
 
-def test_two_instances_share_the_rate_limit(tmp_path: Path, redis_url: str) -> None:
+def test_two_instances_share_the_rate_limit(tmp_path: Path, redis_url_server: str) -> None:
     async def run() -> None:
-        a, b = _pair(tmp_path, redis_url, {"five": (10**9, 5)})
+        a, b = _pair(tmp_path, redis_url_server, {"five": (10**9, 5)})
         _, key = a.store.create_key("r", "five", ["news"])
         t0 = time.monotonic()
         passed = 0
@@ -92,9 +56,9 @@ def test_two_instances_share_the_rate_limit(tmp_path: Path, redis_url: str) -> N
     asyncio.run(run())
 
 
-def test_two_instances_share_the_daily_allowance_exactly(tmp_path: Path, redis_url: str) -> None:
+def test_two_instances_share_the_daily_allowance_exactly(tmp_path: Path, redis_url_server: str) -> None:
     async def run() -> None:
-        a, b = _pair(tmp_path, redis_url, {"tight": (100 * DEFAULT_COST, 100_000)})
+        a, b = _pair(tmp_path, redis_url_server, {"tight": (100 * DEFAULT_COST, 100_000)})
         key_id, key = a.store.create_key("q", "tight", ["news", "pdf"])
 
         async def one(i: int) -> str:
@@ -124,9 +88,9 @@ def test_two_instances_share_the_daily_allowance_exactly(tmp_path: Path, redis_u
     asyncio.run(run())
 
 
-def test_refund_and_history_in_redis(tmp_path: Path, redis_url: str) -> None:
+def test_refund_and_history_in_redis(tmp_path: Path, redis_url_server: str) -> None:
     async def run() -> None:
-        a, b = _pair(tmp_path, redis_url, {"p": (100_000, 1000)})
+        a, b = _pair(tmp_path, redis_url_server, {"p": (100_000, 1000)})
         key_id, key = a.store.create_key("f", "p", ["pdf", "news"])
         charge = await a.reserve(await a.check(key, "pdf"), 20_000)
         await b.reserve(await b.check(key, "news"), 30)
@@ -145,8 +109,8 @@ def test_refund_and_history_in_redis(tmp_path: Path, redis_url: str) -> None:
     asyncio.run(run())
 
 
-def test_two_real_servers_behind_a_balancer_charge_exactly(tmp_path: Path, redis_url: str) -> None:
-    a, b = _pair(tmp_path, redis_url, {"bulk": (10**12, 100_000)})
+def test_two_real_servers_behind_a_balancer_charge_exactly(tmp_path: Path, redis_url_server: str) -> None:
+    a, b = _pair(tmp_path, redis_url_server, {"bulk": (10**12, 100_000)})
     key_id, key = a.store.create_key("lb", "bulk", ["news"])
     with ApiServer(metered_app(a)) as sa, ApiServer(metered_app(b)) as sb:
         urls = [(sa if i % 2 == 0 else sb).url(f"/metered/{key}") for i in range(200)]

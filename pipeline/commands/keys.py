@@ -44,7 +44,7 @@ def _store_errors() -> Iterator[None]:
 
 
 def _store_and_plans() -> tuple[Any, dict[str, Any]]:
-    from accounts import PlansError, load_plans, open_store
+    from accounts import PlansError, load_plans, open_synced_store
 
     settings = _settings()
     try:
@@ -52,12 +52,7 @@ def _store_and_plans() -> tuple[Any, dict[str, Any]]:
     except PlansError as exc:
         fail(str(exc))
     with _store_errors():
-        store = open_store(settings)
-        try:
-            store.sync_plans(plans.values())
-        except BaseException:
-            store.close()
-            raise
+        store = open_synced_store(settings, plans.values())
     return store, plans
 
 
