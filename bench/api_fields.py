@@ -17,10 +17,10 @@
    (the reference), the same with each node's ``story`` and ``tickerSentiments``, ``collapseStories: true``,
    ``stories(first: 20)``, ``stories(first: 20, minSources: 2)``, ``assetSentiment`` of BTC by DAY over the
    month and by HOUR over the day up to the newest article, ``trendingTickers(window: DAY, first: 10)``,
-   ``trendingTopics(window: HOUR, first: 10)``; then the reference once more (how far the shared machine's load
-   moved it during the run; the goal is judged against the first).
+   ``trendingTopics(window: HOUR, first: 10)``; then the reference once more: the goal is judged against the
+   lower of the reference's two p99s (a load spike on this shared machine during one must not pass every field).
 4. Prints JSON: per variant and scenario requests/s, p50/p90/p99 ms, server CPU per request, the ratio of p99 to
-   the reference's p99 in the same variant and whether it is at most 1.5 (issue #23: "all new GraphQL fields keep
+   the reference's (lower) p99 in the same variant and whether it is at most 1.5 (issue #23: "all new GraphQL fields keep
    the API's p99 at 1M articles within 1.5x of cryptoNews"), and the machine with the load average at the start
    and the end.
 """
@@ -89,7 +89,7 @@ SCENARIOS: dict[str, str] = {
     "assetSentiment_BTC_HOUR_day": asset("HOUR", HOUR_SINCE, HOUR_UNTIL),
     "trendingTickers_DAY_first10": trending("trendingTickers", "DAY"),
     "trendingTopics_HOUR_first10": trending("trendingTopics", "HOUR"),
-    # the reference again, last: how far the shared machine's load moved it during the variant (not in the goal)
+    # the reference again, last: the goal is judged against the lower of the two
     REFERENCE_AGAIN: news("first: 20"),
 }
 
@@ -204,14 +204,17 @@ def main() -> None:
                 if args.warmup:
                     run_wrk(url, body, args.warmup, args.connections, tmp, proc.pid)
                 results[name] = {**answer, **run_wrk(url, body, args.duration, args.connections, tmp, proc.pid)}
-            ref, ref_end = results[REFERENCE]["p99_ms"], results[REFERENCE_AGAIN]["p99_ms"]
+            # The goal is judged against the lower of the reference's two p99s: a load spike during one of them
+            # (the machine is shared) must not make every field look fast.
+            ref_start, ref_end = results[REFERENCE]["p99_ms"], results[REFERENCE_AGAIN]["p99_ms"]
+            ref = min(ref_start, ref_end)
             for res in results.values():
                 res["p99_vs_reference"] = round(res["p99_ms"] / ref, 3)
-                res["p99_vs_reference_at_end"] = round(res["p99_ms"] / ref_end, 3)
                 res["within_1_5x"] = res["p99_vs_reference"] <= 1.5
+            results["reference_p99_ms"] = {"at_start": ref_start, "at_end": ref_end, "used": ref}
             report["results"][variant] = results
             stop_server(proc)
-        report["goal_met"] = {variant: all(r["within_1_5x"] for r in res.values())
+        report["goal_met"] = {variant: all(r["within_1_5x"] for k, r in res.items() if k != "reference_p99_ms")
                               for variant, res in report["results"].items()}
         report["load_average_at_end"] = os.getloadavg()
     finally:
