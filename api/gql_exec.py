@@ -213,7 +213,7 @@ def run_sentiment(ctx: Context, req: trends.SentimentRequest, _need: bool = True
     reader = ctx.reader
     assert reader is not None
     try:
-        return reader.cache.get(("assetSentiment", req), lambda: trends.sentiment_series(reader.con, req),
+        return reader.cache.get(("assetSentiment", req), lambda: trends.sentiment_series(reader.con, req, reader.facts),
                                 reader.cache_only)
     except trends.RangeError as exc:  # `since` alone, and the newest article is too far from it
         raise _bad(str(exc)) from None
@@ -225,7 +225,8 @@ def _trending(kind: str) -> Callable[..., dict[str, Any]]:
         assert reader is not None
         window, first = parsed
         return reader.cache.get(("trending", kind, window, first),
-                                lambda: trends.trending(reader.con, kind, window, first), reader.cache_only)
+                                lambda: trends.trending(reader.con, kind, window, first, reader.facts),
+                                reader.cache_only)
 
     return run
 

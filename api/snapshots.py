@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import Any
 
 import anyio.to_thread
 import duckdb
@@ -44,6 +45,7 @@ class Snapshot:
             self.con.close()
             raise
         self.cache = PageCache(cache_size)  # a snapshot never changes: its pages can be kept
+        self.facts: dict[str, Any] = {}  # ... and its schema and newest article, whatever the cache's size
         self.refs = 0
         self.retired = False
         self.closed = False
@@ -56,7 +58,7 @@ class Snapshot:
         with self._lock:
             cur = self._pool.pop() if self._pool else self.con.cursor()
         try:
-            yield SnapshotReader(cur, self.tag, self.articles, self.events, self.cache, self.layout)
+            yield SnapshotReader(cur, self.tag, self.articles, self.events, self.cache, self.layout, self.facts)
         finally:
             with self._lock:
                 self._pool.append(cur)

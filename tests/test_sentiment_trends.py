@@ -360,3 +360,19 @@ def test_overview_chart_reads_the_daily_buckets(server: ApiServer, home: Path) -
     for ticker in ("BTC", "SOL"):
         n = _sql_counts(home, ticker, start, "2024-12-11")[0]
         assert f">{ticker} ({n} mentions)<" in page
+
+
+def test_a_snapshots_anchor_is_asked_once(home: Path) -> None:
+    from warehouse import trends
+
+    con = connect_snapshot(current_snapshot(home / "snapshots"))
+    try:
+        facts: dict[str, Any] = {}
+        first = trends.trending(con, "tickers", "DAY", 10, facts)
+        assert first["items"] and facts["newest_dated"] is not None
+        assert trends.trending(con, "tickers", "DAY", 10, facts) == first
+        facts["newest_dated"] = None  # what the memo says is what the next request uses: it is not asked again
+        assert trends.trending(con, "tickers", "DAY", 10, facts)["items"] == []
+        assert trends.sentiment_series(con, trends.SentimentRequest("BTC", "DAY"), facts)["buckets"] == []
+    finally:
+        con.close()

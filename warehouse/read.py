@@ -275,10 +275,11 @@ class SnapshotReader:
 
     def __init__(
         self, con: duckdb.DuckDBPyConnection, tag: str, articles: int, events: int, cache: PageCache | None = None,
-        layout: dict[str, list[Any]] | None = None,
+        layout: dict[str, list[Any]] | None = None, facts: dict[str, Any] | None = None,
     ) -> None:
         self.con = con
         self.tag = tag
+        self.facts = {} if facts is None else facts  # what never changes in a snapshot, asked once (trends._fact)
         self.counts = {"news": articles, "events": events}
         self.cache = cache or PageCache(0)
         self.cache_only = False  # when set, a page that is not cached raises CacheMiss instead of querying

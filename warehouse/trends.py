@@ -17,6 +17,7 @@ from unbounded scores), then by count, then by name.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -125,6 +126,16 @@ def newest_dated(con: duckdb.DuckDBPyConnection) -> datetime | None:
     return con.execute(f"SELECT max(published_at) FROM news {dated}").fetchall()[0][0]
 
 
+def _fact(facts: dict[str, Any] | None, key: str, compute: Callable[[], Any]) -> Any:
+    """``compute()``, kept in ``facts`` when given: a snapshot never changes, so what its schema holds and its
+    newest article are asked once per snapshot, not per request (a scan of every part at 1M articles)."""
+    if facts is None:
+        return compute()
+    if key not in facts:
+        facts[key] = compute()
+    return facts[key]
+
+
 def _bucket(start: datetime, step: timedelta, articles: int, pos: int, neu: int, neg: int, scored: int,
             score_sum: float) -> dict[str, Any]:
     return {
@@ -133,17 +144,19 @@ def _bucket(start: datetime, step: timedelta, articles: int, pos: int, neu: int,
     }
 
 
-def sentiment_series(con: duckdb.DuckDBPyConnection, req: SentimentRequest) -> dict[str, Any]:
-    """``{ticker, interval, since, until, buckets}`` for one ticker; raises RangeError for a range too wide."""
+def sentiment_series(con: duckdb.DuckDBPyConnection, req: SentimentRequest,
+                     facts: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``{ticker, interval, since, until, buckets}`` for one ticker; raises RangeError for a range too wide.
+    ``facts``: the snapshot's memo (see ``_fact``)."""
     ticker = req.ticker.strip().upper()
-    anchor = newest_dated(con)
+    anchor = _fact(facts, "newest_dated", lambda: newest_dated(con))
     found = resolve_range(req, anchor)
     out: dict[str, Any] = {"ticker": ticker, "interval": req.interval, "since": None, "until": None, "buckets": []}
     if found is None:
         return out
     start, end = found
     out["since"], out["until"] = iso_ms(start), iso_ms(end)
-    if not has_table(con, "sentiment"):  # a snapshot published before sentiment series existed
+    if not _fact(facts, "has_sentiment", lambda: has_table(con, "sentiment")):  # published before the series existed
         return out
     grain = "hour" if req.interval == "HOUR" else "day"
     rows = con.execute(
@@ -168,13 +181,15 @@ def sentiment_series(con: duckdb.DuckDBPyConnection, req: SentimentRequest) -> d
     return out
 
 
-def trending(con: duckdb.DuckDBPyConnection, kind: str, window: str, first: int) -> dict[str, Any]:
-    """The ``first`` tickers (``kind`` = tickers) or topics standing out in the latest window."""
+def trending(con: duckdb.DuckDBPyConnection, kind: str, window: str, first: int,
+             facts: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The ``first`` tickers (``kind`` = tickers) or topics standing out in the latest window. ``facts``: the
+    snapshot's memo (see ``_fact``)."""
     if kind not in ("tickers", "topics"):
         raise ValueError(f"kind must be tickers or topics, not {kind!r}")
     step = WINDOWS[window]
     windows = BASELINE // step
-    anchor = newest_dated(con)
+    anchor = _fact(facts, "newest_dated", lambda: newest_dated(con))
     out: dict[str, Any] = {
         "window": window, "windowStart": None, "windowEnd": None, "baselineStart": None,
         "baselineWindows": windows, "minCount": MIN_COUNT, "items": [],
@@ -183,7 +198,8 @@ def trending(con: duckdb.DuckDBPyConnection, kind: str, window: str, first: int)
         return out
     out["windowStart"], out["windowEnd"] = iso_ms(anchor - step), iso_ms(anchor)
     out["baselineStart"] = iso_ms(anchor - step * (windows + 1))
-    dated = "AND NOT date_inferred" if has_column(con, "news", "date_inferred") else ""
+    told_apart = _fact(facts, "news_date_inferred", lambda: has_column(con, "news", "date_inferred"))
+    dated = "AND NOT date_inferred" if told_apart else ""
     # k = 0 is the latest window (anchor - step, anchor]; k = 1 .. windows the baseline, newest first.
     rows = con.execute(
         f"""WITH m AS (
