@@ -11,6 +11,7 @@ import fcntl
 import json
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -18,6 +19,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 POLL_SECONDS = 0.5
+# Set by the CLI's SIGINT/SIGTERM handler. The handler also raises KeyboardInterrupt, but Python drops an exception
+# raised while a finalizer runs ("Exception ignored in ..."): the wait loops look at this flag too, so a stop
+# request always ends a wait within a poll.
+stop_requested = threading.Event()
 
 
 class WaitTimeout(Exception):
@@ -45,7 +50,10 @@ def _holder(path: Path, find_run: Callable[[str], str | None] | None) -> str:
 
 
 def wait_deadline(started: float, timeout: float | None, what: str) -> None:
-    """Raise ``WaitTimeout`` once ``timeout`` seconds have passed since ``started``."""
+    """Raise ``WaitTimeout`` once ``timeout`` seconds have passed since ``started``, and KeyboardInterrupt once a
+    stop was requested (``stop_requested``)."""
+    if stop_requested.is_set():
+        raise KeyboardInterrupt
     if timeout is not None and time.monotonic() - started >= timeout:
         raise WaitTimeout(
             f"gave up after waiting {timeout:g} s for {what}; retry when it has finished, raise --wait-timeout, "

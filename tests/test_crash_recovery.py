@@ -238,12 +238,18 @@ def test_sigterm_and_sigint_stop_a_waiting_materialization(sig: int, home: Path)
     holder = subprocess.Popen(["sleep", "600"])
     try:
         _hold_pool(home, holder.pid)
-        proc = subprocess.Popen([CLI, "materialize"], env=_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen([CLI, "materialize"], env=_env(home, PYTHONFAULTHANDLER="1"), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
         assert proc.stderr is not None
         assert proc.stderr.readline().startswith("waiting for run")
         sent = time.monotonic()
         proc.send_signal(sig)
-        _, stderr = proc.communicate(timeout=60)
+        try:
+            _, stderr = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)  # faulthandler prints where every thread is
+            _, stderr = proc.communicate(timeout=30)
+            pytest.fail(f"still waiting 60 s after the signal; its threads:\n{stderr[-8000:]}")
         assert time.monotonic() - sent < 10
         assert proc.returncode == 130 and "stopped by SIGINT/SIGTERM" in stderr, (proc.returncode, stderr)
     finally:

@@ -49,10 +49,18 @@ def _say(line: str) -> None:
 
 def stop_on_sigterm() -> None:
     """SIGTERM stops a waiting or running materialization as Ctrl-C does (Dagster marks the run canceled or
-    failed and frees its slot); the default would kill it without that."""
+    failed and frees its slot); the default would kill it without that. Both also set ``runlock.stop_requested``,
+    which the wait loops check: a KeyboardInterrupt can be lost in a finalizer, the flag cannot."""
     import signal
 
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    from pipeline.runlock import stop_requested
+
+    def stop(signum: int, frame: Any) -> None:
+        stop_requested.set()
+        signal.default_int_handler(signum, frame)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
 
 
 def run_materialize(feeds: Path | None, select: str | None, as_json: bool, wait_timeout: float | None = None) -> Any:
