@@ -35,6 +35,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(ROOT))
 
+from bench.metering import _ms, cpu_seconds  # noqa: E402  (after sys.path is set)
+
 BENCH_PLANS = """plans:
   bench:
     title: Bench
@@ -49,21 +51,6 @@ COST = 11  # cryptoNews(first: 10)
 def machine() -> dict[str, object]:
     return {"cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
             "loadavg_1m": os.getloadavg()[0]}
-
-
-def cpu_seconds(pid: int) -> float | None:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _ms(value: str) -> float:
-    m = re.fullmatch(r"([\d.]+)(us|ms|s)", value)
-    if not m:
-        raise ValueError(f"unexpected wrk latency {value!r}")
-    return float(m[1]) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[m[2]]
 
 
 def wrk(url: str, script: Path, seconds: float, connections: int, out: list[dict[str, float]]) -> None:
