@@ -371,8 +371,11 @@ def test_a_snapshots_anchor_is_asked_once(home: Path) -> None:
         first = trends.trending(con, "tickers", "DAY", 10, facts)
         assert first["items"] and facts["newest_dated"] is not None
         assert trends.trending(con, "tickers", "DAY", 10, facts) == first
+        assert trends.trending(con, "tickers", "DAY", 1, facts)["items"] == first["items"][:1]
         facts["newest_dated"] = None  # what the memo says is what the next request uses: it is not asked again
-        assert trends.trending(con, "tickers", "DAY", 10, facts)["items"] == []
+        assert trends.trending(con, "tickers", "HOUR", 10, facts)["items"] == []
         assert trends.sentiment_series(con, trends.SentimentRequest("BTC", "DAY"), facts)["buckets"] == []
+        # the day's ranking was kept whole: the anchor is not asked again for it either
+        assert trends.trending(con, "tickers", "DAY", 10, facts) == first
     finally:
         con.close()

@@ -29,8 +29,9 @@ cost grows with the whole history. A set splits what the API serves by time into
 
 Readers (``open_set``) use one in-memory DuckDB connection that ATTACHes every part READ_ONLY and defines views
 ``news``, ``stories``, ``events`` (the parts' rows with ``pos`` shifted by the rows of the newer parts, so ``pos``
-is dense and global as in a single file), ``sentiment``, ``filter_values`` and ``snapshot_info``: every query
-written for a single file runs unchanged. The API's pages go to the parts directly (``Layout``: per table, each
+is dense and global as in a single file), ``filter_values`` and ``snapshot_info``, and a table ``sentiment`` (an
+in-memory copy of the parts' buckets, sorted by ticker: 130,229 rows, 8 MB at 1M articles): every query written
+for a single file runs unchanged. The API's pages go to the parts directly (``Layout``: per table, each
 part's relation, offset, row count and boundary keys), so a page reads one part (two when it straddles periods).
 
 Known limits: ``story_first`` (the story's earliest article) is the article published at the story's
@@ -764,6 +765,12 @@ def open_set(manifest_path: Path) -> tuple[duckdb.DuckDBPyConnection, Layout]:
                 offset += n
             if not branches:
                 branches = [f"SELECT * FROM p0.{table}"]  # the head's, empty
+            if table == "sentiment":
+                # Small (buckets, not articles) and asked by ticker over ranges that span most parts: one sorted
+                # in-memory copy per open set answers in one scan (about 1 ms) where 33 parts took 7 ms at 1M.
+                con.execute("CREATE TABLE sentiment AS SELECT * FROM (" + " UNION ALL ".join(branches) + ") "
+                            "ORDER BY ticker, grain, bucket_start")
+                continue
             con.execute(f"CREATE VIEW {table} AS " + " UNION ALL ".join(branches))
             if table in PAGED:
                 layout[table] = segments

@@ -184,9 +184,15 @@ def sentiment_series(con: duckdb.DuckDBPyConnection, req: SentimentRequest,
 def trending(con: duckdb.DuckDBPyConnection, kind: str, window: str, first: int,
              facts: dict[str, Any] | None = None) -> dict[str, Any]:
     """The ``first`` tickers (``kind`` = tickers) or topics standing out in the latest window. ``facts``: the
-    snapshot's memo (see ``_fact``)."""
+    snapshot's memo (see ``_fact``): the ranking depends on nothing but the snapshot, so it is computed once per
+    snapshot, kind and window (a scan of a week of news) and each request takes its ``first``."""
     if kind not in ("tickers", "topics"):
         raise ValueError(f"kind must be tickers or topics, not {kind!r}")
+    ranked = _fact(facts, f"trending:{kind}:{window}", lambda: _ranking(con, kind, window, facts))
+    return {**ranked, "items": ranked["items"][:first]}
+
+
+def _ranking(con: duckdb.DuckDBPyConnection, kind: str, window: str, facts: dict[str, Any] | None) -> dict[str, Any]:
     step = WINDOWS[window]
     windows = BASELINE // step
     anchor = _fact(facts, "newest_dated", lambda: newest_dated(con))
@@ -225,5 +231,5 @@ def trending(con: duckdb.DuckDBPyConnection, kind: str, window: str, first: int,
             "ratio": round(count / mean, 4) if mean > 0 else None, "zScore": round(z, 4),
         })
     items.sort(key=lambda i: (-i["zScore"], -i["count"], i["name"]))
-    out["items"] = items[:first]
+    out["items"] = items
     return out
