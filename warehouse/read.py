@@ -390,10 +390,7 @@ class SnapshotReader:
                 fetched, names = cur.fetchall(), [d[0] for d in cur.description]
                 fetched.sort(key=lambda r: r[0], reverse=backwards)
                 return fetched, names
-            order = "DESC" if backwards else ""
-            sql = f"{select} WHERE pos >= ? AND pos < ? AND {where} ORDER BY pos {order} LIMIT ?"
-            cur = self.con.execute(sql, [*col_params, lo_w, hi_w, *params, n])
-            return cur.fetchall(), [d[0] for d in cur.description]
+            return self._filtered(table, columns, col_params, lo_w, hi_w, n, backwards, where, params)
         out: list[tuple[Any, ...]] = []
         names: list[str] = []
         for seg, a, b in self._spans(table, lo_w, hi_w, backwards):
@@ -406,14 +403,32 @@ class SnapshotReader:
                 cur = self.con.execute(f"{select} WHERE pos >= ? AND pos < ?", [*col_params, a, b])
                 rows = cur.fetchall()
                 rows.sort(key=lambda r: r[0], reverse=backwards)
+                names = [d[0] for d in cur.description]
             else:
-                order = "DESC" if backwards else ""
-                sql = f"{select} WHERE pos >= ? AND pos < ? AND {where} ORDER BY pos {order} LIMIT ?"
-                cur = self.con.execute(sql, [*col_params, a, b, *params, need])
-                rows = cur.fetchall()
-            names = [d[0] for d in cur.description]
+                rows, names = self._filtered(seg.rel, columns, col_params, a, b, need, backwards, where, params)
             out += [(r[0] + seg.offset, *r[1:]) for r in rows]
         return out, names
+
+    def _filtered(
+        self, rel: str, columns: str, col_params: list[Any], a: int, b: int, n: int, backwards: bool, where: str,
+        params: list[Any],
+    ) -> tuple[list[tuple[Any, ...]], list[str]]:
+        """Up to ``n`` rows of ``rel`` in ``[a, b)`` passing ``where``, in reading order. The positions are found
+        first, the page's columns then read for those alone: a top-n over every column of the window read the
+        text of every passing row (3x the time of a plain page under collapseStories)."""
+        order = "DESC" if backwards else ""
+        found = self.con.execute(
+            f"SELECT pos FROM {rel} WHERE pos >= ? AND pos < ? AND {where} ORDER BY pos {order} LIMIT ?",
+            [a, b, *params, n],
+        ).fetchall()
+        ends = sorted((found[0][0], found[-1][0])) if found else (a, a - 1)  # none: an empty range, for the names
+        lo, hi = ends
+        # The rows passing `where` between the first and the last found are exactly the found ones.
+        cur = self.con.execute(f"SELECT {columns} FROM {rel} WHERE pos >= ? AND pos <= ? AND {where}",
+                               [*col_params, lo, hi, *params])
+        rows = cur.fetchall()
+        rows.sort(key=lambda r: r[0], reverse=backwards)
+        return rows, [d[0] for d in cur.description]
 
     def _page(
         self, table: str, columns: list[str] | str, col_params: list[Any], req: PageRequest, lo_w: int, hi_w: int,
