@@ -74,6 +74,9 @@ def main(argv: list[str] | None = None) -> int:
                         "(default: models/eval/sentiment_news_dev.csv; 'none' for CryptoLin alone)")
     parser.add_argument("--no-per-asset", action="store_true",
                         help="do not add the per-asset rows (\"<asset>: <headline>\") built from the news headlines")
+    parser.add_argument("--cryptolin-repeat", type=int, default=1,
+                        help="use each CryptoLin training row this many times per epoch (it keeps CryptoLin's share "
+                        "of the training when the news rows grow)")
     parser.add_argument("--seeds", type=int, nargs="+", default=list(DEFAULT_SEEDS))
     parser.add_argument("--combine", choices=("soup", "distil", "single"), default="distil")
     parser.add_argument("--student-seed", type=int, default=100)
@@ -98,12 +101,12 @@ def main(argv: list[str] | None = None) -> int:
     per_asset = per_asset_examples(news) if news and not args.no_per_asset else []
     if per_asset:
         _log(f"+ {len(per_asset)} per-asset rows built from single-asset news headlines")
-    train = train + news + per_asset
+    train = train * args.cryptolin_repeat + news + per_asset
     # the readers' vote shares (CryptoLin: its majority label) are mixed into the loss as soft targets
     votes = torch.tensor([e.soft() for e in train]) if news else None
     tokenizer = load_tokenizer()
     valid_texts, valid_gold = [e.text for e in valid], [e.label for e in valid]
-    recipe_key = hashlib.sha256(json.dumps(recipe.as_dict(), sort_keys=True).encode()
+    recipe_key = hashlib.sha256(json.dumps(recipe.as_dict(), sort_keys=True).encode() + bytes([args.cryptolin_repeat])
                                 + b"".join(e.text.encode() + e.label.encode() for e in news + per_asset)).hexdigest()[:8]
 
     figures: dict[str, dict] = {}
@@ -164,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
             "data": "CryptoLin (shared/data/sentiment/cryptolin/train.csv), held-out stratified 15% by salted id hash"
                     + (f"; + {len(news)} news headlines ({args.news.name}), three readers' votes as soft labels; + "
                        f"{len(per_asset)} per-asset rows built from its single-asset headlines" if news else ""),
-            "train_rows": len(train), "valid_rows": len(valid), "news_rows": len(news), "per_asset_rows": len(per_asset), "seeds": args.seeds, "combine": args.combine,
+            "train_rows": len(train), "valid_rows": len(valid), "news_rows": len(news), "per_asset_rows": len(per_asset),
+            "cryptolin_repeat": args.cryptolin_repeat, "seeds": args.seeds, "combine": args.combine,
             "student_seed": args.student_seed if args.combine == "distil" else None,
             "recipe": recipe.as_dict(), "valid_figures": figures,
             "torch": torch.__version__,

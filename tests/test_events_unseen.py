@@ -12,7 +12,7 @@ from datetime import datetime
 import pytest
 
 from models.splits import TEST_FROM, TEST_PUBLISHERS, split_of
-from pipeline.events.unseen import Item, agreement, load_unseen, majority, score
+from pipeline.events.unseen import VALIDATION_PATH, Item, agreement, load_unseen, majority, score
 from tests.conftest import PROJECT
 
 HELD_BACK = ("u.today", "decrypt.co", "bitcoinmagazine.com")
@@ -120,3 +120,23 @@ def test_cli_prints_the_dev_part() -> None:
     report = json.loads(out.stdout)
     assert report["split"] == "dev" and report["articles"] >= 500
     assert {"precision", "recall", "by_kind", "errors", "agreement"} <= set(report)
+
+
+def test_the_validation_set_is_development_items_the_unseen_set_does_not_hold(items: list[Item]) -> None:
+    """models/eval/events_validation.jsonl: development items (by the split rule) read by three readers after the
+    rules were last changed on dev; none of them is in the unseen set, none of a held-back publisher."""
+    val = load_unseen(VALIDATION_PATH)
+    assert len(val) >= 800 and {it.split for it in val} == {"val"}
+    assert all(split_of(it.domain, it.published_at) == "dev" for it in val)
+    assert all(len(it.readers) == 3 for it in val)
+    assert not {it.key for it in val} & {it.key for it in items}
+    assert not any(it.domain == d or it.domain.endswith("." + d) for it in val for d in HELD_BACK)
+
+
+def test_a_validation_item_of_the_test_part_is_refused(tmp_path) -> None:
+    line = json.loads(VALIDATION_PATH.read_text(encoding="utf-8").splitlines()[0])
+    line["published_at"] = "2025-06-01T00:00:00"  # after TEST_FROM: a test item, whatever its label says
+    bad = tmp_path / "val.jsonl"
+    bad.write_text(json.dumps(line) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="disagrees with the rule"):
+        load_unseen(bad)

@@ -16,6 +16,7 @@ import json
 import re
 import sys
 from collections import Counter, defaultdict
+from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,12 +38,22 @@ def clean_label(d: dict) -> dict:
     return {"events": events, "out_of_scope": bool(d.get("out_of_scope")), "note": d.get("note") or ""}
 
 
+def _split(item: dict, part: str | None) -> str:
+    split = split_of(item["domain"], datetime.fromisoformat(item["published_at"]))
+    if part is not None and split != "dev":
+        raise SystemExit(f"{item['key']} ({item['domain']}, {item['published_at']}) is a test item, not for --part")
+    return part or split
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--items", type=Path, required=True)
     parser.add_argument("--labels", type=Path, required=True)
     parser.add_argument("--readers", type=int, default=3)
     parser.add_argument("--out", type=Path, default=UNSEEN_PATH)
+    parser.add_argument("--part", default=None,
+                        help="name every item's split this (e.g. val: development items read by no one while the "
+                        "rules were written); all of them must be development items")
     args = parser.parse_args()
     items = {}
     for line in args.items.read_text(encoding="utf-8").splitlines():
@@ -71,7 +82,7 @@ def main() -> int:
             "key": key, "publisher": it["publisher"], "domain": it["domain"], "published_at": it["published_at"],
             "title": it["title"], "summary": it.get("summary") or "", "link": it.get("link"),
             "provenance": it.get("provenance"),
-            "split": split_of(it["domain"], __import__("datetime").datetime.fromisoformat(it["published_at"])),
+            "split": _split(it, args.part),
             "readers": [by_reader[r] for r in sorted(by_reader)][: args.readers],
         })
     kept.sort(key=lambda d: (d["split"], d["domain"], d["published_at"], d["key"]))
@@ -81,7 +92,7 @@ def main() -> int:
         p = d["provenance"] or {}
         sources[(p.get("repo"), p.get("licence"))][d["publisher"]] += 1
     lines = [
-        "# Sources of events_unseen.jsonl", "",
+        f"# Sources of {args.out.name}", "",
         f"{len(kept)} real news items (headline and summary as the feed gave them; summaries cut to 700 characters),",
         "collected from public GitHub repositories that keep crypto news feed snapshots; each line's `provenance`",
         "names the repository, commit and path it was read from. The content belongs to its publishers. No item of",
@@ -99,8 +110,8 @@ def main() -> int:
         shown = ", ".join(f"{p} {n}" for p, n in pubs.most_common())
         lines.append(f"| {repo} | {licence or 'none stated'} | {sum(pubs.values())} | {shown} |")
     split_counts = Counter(d["split"] for d in kept)
-    lines += ["", f"Items per split: dev {split_counts['dev']}, test {split_counts['test']}.", ""]
-    (args.out.parent / "events_unseen_SOURCES.md").write_text("\n".join(lines), encoding="utf-8")
+    lines += ["", "Items per split: " + ", ".join(f"{k} {n}" for k, n in sorted(split_counts.items())) + ".", ""]
+    args.out.with_name(f"{args.out.stem}_SOURCES.md").write_text("\n".join(lines), encoding="utf-8")
     print(json.dumps({"kept": len(kept), "split": dict(split_counts),
                       "publishers": dict(Counter(d["domain"] for d in kept).most_common())}, indent=1))
     return 0

@@ -260,10 +260,11 @@ def evaluate_cryptolin(csv_path: Path, judged_path: Path = CRYPTOLIN_JUDGED) -> 
 
 
 def evaluate_unseen(split: str, path: Path | None = None) -> dict[str, Any]:
-    """Precision and recall on the unseen-news set's ``split`` (dev, test or all), with reader agreement."""
-    from pipeline.events.unseen import UNSEEN_PATH, agreement, load_unseen, score
+    """Precision and recall on the unseen-news set's ``split`` (dev, test or all; val: the validation set), with
+    reader agreement."""
+    from pipeline.events.unseen import UNSEEN_PATH, VALIDATION_PATH, agreement, load_unseen, score
 
-    path = path or UNSEEN_PATH
+    path = path or (VALIDATION_PATH if split == "val" else UNSEEN_PATH)
     items = load_unseen(path)
     chosen = [it for it in items if split == "all" or it.split == split]
     tag, names, tickers_from = _tagging()
@@ -318,9 +319,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="precision on unseen CryptoLin headlines, derived events judged by hand")
     parser.add_argument("--cryptolin-csv", type=Path, default=CRYPTOLIN_CSV,
                         help="CryptoLin's train.csv (default: ../shared/data/sentiment/cryptolin/train.csv)")
-    parser.add_argument("--split", choices=("dev", "test", "all"),
+    parser.add_argument("--split", choices=("dev", "test", "all", "val"),
                         help="score the unseen-news set (models/eval/events_unseen.jsonl) instead: its development "
-                        "part, its held-out test part, or both")
+                        "part, its held-out test part, or both; val: the validation set "
+                        "(models/eval/events_validation.jsonl, development items labelled later)")
     args = parser.parse_args(argv)
     try:
         if args.split:

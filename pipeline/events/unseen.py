@@ -26,6 +26,9 @@ from models.splits import split_of
 
 PROJECT = Path(__file__).resolve().parents[2]
 UNSEEN_PATH = PROJECT / "models" / "eval" / "events_unseen.jsonl"
+# Development items (by the split rule) labelled after the rules were last changed on dev: part "val", scored
+# before anyone reads them, so its first figures are out of sample for the rules as they were.
+VALIDATION_PATH = PROJECT / "models" / "eval" / "events_validation.jsonl"
 FOUR_KINDS = ("price_threshold", "etf_decision", "listing", "upgrade_or_launch")
 OTHER_KINDS = ("token_unlock", "governance_vote")
 Question = tuple[str, str, str | None, float | None]  # asset, kind, comparator, threshold
@@ -109,7 +112,8 @@ def load_unseen(path: Path = UNSEEN_PATH) -> list[Item]:
                               d["split"], tuple(d["readers"]), gold, should, oos))
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"{path}:{n}: malformed line ({exc})") from exc
-        if items[-1].split != split_of(items[-1].domain, published):
+        rule = split_of(items[-1].domain, published)
+        if items[-1].split != rule and not (items[-1].split == "val" and rule == "dev"):
             raise ValueError(f"{path}:{n}: split {items[-1].split!r} disagrees with the rule (split_of)")
     return items
 
