@@ -43,6 +43,8 @@ FRIDAY = datetime(2025, 12, 12, 15, 41)  # Friday, December 12, 2025, 15:41 UTC
         ("late next year", datetime(2026, 12, 31)),
         ("in 2026", datetime(2026, 12, 31)),
         ("by 2030", datetime(2030, 12, 31)),
+        ("before 2030", datetime(2029, 12, 31)),
+        ("before 2026 ends", datetime(2026, 12, 31)),
         ("by March 15", datetime(2026, 3, 15)),
         ("on Dec. 17", datetime(2025, 12, 17)),
         ("December 17th", datetime(2025, 12, 17)),
@@ -90,6 +92,14 @@ def test_yearless_date_long_before_publication_is_next_year() -> None:
     assert resolve_phrase("by January 15", datetime(2025, 12, 20)) == datetime(2026, 1, 15)
     assert resolve_phrase("by November 1", FRIDAY) is None  # 41 days back: a past reference
     assert resolve_phrase("by September 30", FRIDAY) == datetime(2026, 9, 30)  # 73 days back: next year's
+
+
+def test_a_yearless_month_just_past_is_a_past_reference() -> None:
+    # "initially scheduled for November", written on December 12: that November, not next year's
+    assert resolve_phrase("initially scheduled for November", FRIDAY) is None
+    assert resolve_phrase("in December", FRIDAY) == datetime(2025, 12, 31)  # the current month
+    assert resolve_phrase("in September", FRIDAY) == datetime(2026, 9, 30)  # 73 days back: next year's
+    assert resolve_phrase("in December", datetime(2026, 1, 10)) is None  # just past, across the year
 
 
 def test_next_weekday_within_the_same_week_is_ambiguous() -> None:

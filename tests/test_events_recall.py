@@ -43,6 +43,16 @@ DERIVED = [
      "Will the Ethereum Osaka upgrade go live on mainnet by May 7, 2026?"),
     ("Polkadot Roadmap", "The team announced the anticipated launch of Polkadot 3.0 set for the second quarter of 2026.",
      "Will Polkadot launch Polkadot 3.0 by June 30, 2026?"),
+    # a forecast far from today's price, when no other named asset trades near it (XRP about $2.20: 23x)
+    ("Analyst: Ripple's XRP Could Rally to $50 This Cycle", "",
+     "Will XRP close above $50 on March 31, 2026?"),
+    # a move named after the level, in a question; a cue and a level followed by a reason
+    ("Can Network Upgrades Fuel Solana's $250 Run?", "",
+     "Will Solana close above $250 on March 31, 2026?"),
+    ("Cardano Sets Eyes on $1.20 Thanks to Rising Developer Activity", "",
+     "Will Cardano close above $1.20 on March 31, 2026?"),
+    ("$5 XRP Price Beckons as Payment Corridors Expand", "",
+     "Will XRP close above $5 on March 31, 2026?"),
     # ETF decisions phrased as an approval that could come
     ("More Good News for Solana Spot ETFs: SEC Approval Could Come Before Friday", "",
      "Will the SEC approve a spot Solana ETF by March 6, 2026?"),
@@ -72,6 +82,15 @@ NOT_DERIVED = [
     "Cardano Will Launch 18.53 by March 30",
     "An Ethereum Story to Launch Globally on April 15th",
     "Hong Kong Ethereum Spot ETFs Launch on Monday",
+    # a level that is another named asset's price (ETH 28x over, BTC's own range), and one no forecast reaches
+    "Ethereum Holders Eye $100K as Bitcoin Dominance Climbs",
+    "XRP Could Hit $500 as Banks Adopt the Ledger",
+    # the level is denied, not asked
+    "Analysts Say Solana May Never Fall Below $100 Again",
+    "Dogecoin's Days Below $0.10 Are Over, Traders Claim",
+    # the date belongs to the price move the upgrade may bring, or names a month just past
+    "Cardano's Van Rossem Hard Fork Could Spark a 50% Price Surge This Month",
+    "Polkadot Asset Hub Upgrade, Initially Planned for February, Nears Completion",
 ]
 
 
@@ -107,3 +126,8 @@ def test_default_date_counts_whole_days_after_publication() -> None:
     assert event is not None and event.date == datetime(2026, 3, 31)
     event = derive("Bitcoin Eyes $120K", published=late.replace(day=25))  # 6 days remain
     assert event is not None and event.date == datetime(2026, 4, 30)
+
+
+def test_a_date_that_names_another_event_is_not_the_level_s() -> None:
+    event = derive("Ethereum Bulls Eye $5,000 as Analysts Predict April 2 ETF Staking Launch")
+    assert event is not None and event.date == datetime(2026, 3, 31)  # the default, not the launch's day

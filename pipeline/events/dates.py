@@ -145,8 +145,12 @@ def _month(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
     month = _month_number(m["mon"])
     if m["year"]:
         return _month_end(int(m["year"]), month), False
-    year = pub.year if month >= pub.month else pub.year + 1
-    return _month_end(year, month), False
+    if month == pub.month:
+        return _month_end(pub.year, month), False
+    last = _month_end(pub.year if month < pub.month else pub.year - 1, month)
+    if (pub - last).days <= PAST_WINDOW_DAYS:  # "initially scheduled for July", written in August: the past
+        return None, False
+    return _month_end(pub.year if month > pub.month else pub.year + 1, month), False
 
 
 def _quarter(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
@@ -180,6 +184,11 @@ def _year_end(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
 
 def _named_year(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
     return datetime(int(m["year"]), 12, 31), False
+
+
+def _year_before(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
+    """"before 2030": the end of 2029; "before 2026 ends": the end of 2026."""
+    return datetime(int(m["year"]) - (0 if m["ends"] else 1), 12, 31), False
 
 
 def _part_of_year(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
@@ -288,6 +297,9 @@ _RULES: list[tuple[re.Pattern[str], str, Callable[[re.Match[str], datetime], tup
     # by / in / end of 2026
     (_r(rf"\b{_I}(?:by|in|during|through|until|till|for|(?:the\s+)?end\s+of)\s+){_YEAR}(?![-/]\d)"), "year",
      _named_year),
+    # before 2030: by the end of 2029
+    (_r(rf"\b{_I}before\s+){_YEAR}(?![-/]\d)(?P<ends>\s+(?i:ends?|closes?|is\s+over|wraps?\s+up)\b)?"), "year",
+     _year_before),
     (_r(rf"\b{_I}(?P<which>this|next)\s+year)\b"), "year", _this_or_next_year),
     # "2025 ether price target", "its 2026 BTC forecast": a forecast for that year
     (_r(rf"\b{_YEAR}\s+(?=(?:[\w$]+\s+){{0,2}}{_I}(?:price\s+)?(?:target|forecast|prediction|outlook)s?)\b)"),

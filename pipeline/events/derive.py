@@ -154,7 +154,7 @@ def derive_article(
             when = _resolution_date(found, i, units, published, mentions)
             if when is None:
                 continue
-            reason = refusal(found, published, reference, names)
+            reason = refusal(found, published, reference, names, tickers - {found.ticker})
             if reason is not None:
                 if refused is not None:
                     key = event_id(found.ticker, found.kind, found.comparator, found.threshold, when, found.subject)
@@ -182,22 +182,29 @@ def direction_by_reference(found: Found, published: datetime, reference: Referen
     return None
 
 
-def refusal(found: Found, published: datetime, reference: Reference, names: Mapping[str, str]) -> str | None:
+def refusal(found: Found, published: datetime, reference: Reference, names: Mapping[str, str],
+            others: Iterable[str] = ()) -> str | None:
     """Why a question the templates found cannot be listed, whatever its wording; None when it can.
 
-    A price level must be a price of that asset (within the reference band at publication); an asset that has
-    traded for over a year has no mainnet launch ahead; an upgrade or product name must read as a name."""
+    A price level must be a price of that asset (within the reference band at publication; out to the wider
+    forecast band when none of the article's ``others`` assets has the level within its own band); an asset that
+    has traded for over a year has no mainnet launch ahead; an upgrade or product name must read as a name."""
     name = names.get(found.ticker, found.ticker)
     day = f"{published:%Y-%m-%d}"
     if found.kind == PRICE and found.threshold is not None:
         money = format_money(found.threshold)
         band = reference.band(found.ticker, published)
-        if band is not None:
-            lo, hi = band
-            if not lo <= found.threshold <= hi:
+        wide = reference.band(found.ticker, published, wide=True)
+        if band is not None and wide is not None:
+            level = found.threshold
+            owner = next((o for o in sorted(others) if (b := reference.band(o, published)) and b[0] <= level <= b[1]),
+                         None)
+            if not band[0] <= level <= band[1] and (owner or not wide[0] <= level <= wide[1]):
+                why = (f"it is a plausible {owner} price, and {owner} is named too" if owner else
+                       f"a forecast may reach between {format_money(wide[0])} and {format_money(wide[1])}")
                 return (f"{money} is not a plausible {found.ticker} price on {day}: the reference price then was "
                         f"{format_money(reference.price_at(found.ticker, published) or 0)}, so a level must lie "
-                        f"between {format_money(lo)} and {format_money(hi)}")
+                        f"between {format_money(band[0])} and {format_money(band[1])} ({why})")
         elif not found.detail.get("currency"):
             return (f"{found.detail.get('written', money)!r} has no currency and {found.ticker} has no reference "
                     "price to tell a price from a count")
@@ -225,7 +232,7 @@ def _resolution_date(found: Found, index: int, units: list[str], published: date
     one naming the same level, else one about the same asset's price when the level sits in the headline);
     else, for price levels only, the default (``dates.default_price_date``). A date that is not after
     publication: None."""
-    hit = pick_date(found.unit, published, found.anchor)
+    hit = pick_date(found.unit, published, found.anchor, found.kind == PRICE)
     if hit is not None:
         if hit.when is not None and hit.rule != "explicit" and found.kind != PRICE:
             return _exact_day(found, index, units, published, hit.when) or hit.when
@@ -236,17 +243,17 @@ def _resolution_date(found: Found, index: int, units: list[str], published: date
         if found.kind == PRICE:
             same = [a for a in find_amounts(other) if a.value == found.threshold]
             if same:
-                hit = pick_date(other, published, (same[0].start, same[0].end))
+                hit = pick_date(other, published, (same[0].start, same[0].end), True)
             elif index == 0 and (talk := _PRICE_TALK.search(other)) and any(
                     m.ticker == found.ticker for m in mentions[j]) and not find_amounts(other):
-                hit = pick_date(other, published, (talk.start(), talk.end()))
+                hit = pick_date(other, published, (talk.start(), talk.end()), True)
             else:
                 continue
         else:
             key = _CONTEXT[found.kind].search(other)
             if not key:
                 continue
-            hit = pick_date(other, published, (key.start(), key.end()))
+            hit = pick_date(other, published, (key.start(), key.end()), False)
         if hit is not None:
             return hit.when
     return default_price_date(published) if found.kind == PRICE else None

@@ -77,8 +77,12 @@ def load_rows(path: Path = EVAL_PATH) -> list[Row]:
     return rows
 
 
-def _tagging() -> tuple[Callable[[str, str], tuple[tuple[str, ...], tuple[str, ...]]], Mapping[str, str], str]:
-    """(tag function, ticker -> name, where tickers came from)."""
+Tag = Callable[[str, str, datetime | None], tuple[tuple[str, ...], tuple[str, ...]]]
+
+
+def _tagging() -> tuple[Tag, Mapping[str, str], str]:
+    """(tag function, ticker -> name, where tickers came from). Tickers are those of the article's date, as the
+    pipeline tags them (a 2024 "Polygon" is MATIC, not POL)."""
     try:
         from models.tagging import get_tagger, load_registry
     except ModuleNotFoundError as exc:  # only a missing tagging package falls back; a broken one is an error
@@ -86,15 +90,15 @@ def _tagging() -> tuple[Callable[[str, str], tuple[tuple[str, ...], tuple[str, .
             raise
         finder = AssetFinder(_FALLBACK_NAMES)
 
-        def fallback(title: str, summary: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        def fallback(title: str, summary: str, _at: datetime | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
             found = finder.find(f"{title} {summary}")
             return tuple(dict.fromkeys(m.ticker for m in found)), ()
 
         return fallback, _FALLBACK_NAMES, "fallback name map in pipeline/events/evaluate.py"
     tagger = get_tagger()
 
-    def tag(title: str, summary: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        tags = tagger.tag(title, summary)
+    def tag(title: str, summary: str, at: datetime | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        tags = tagger.tag(title, summary, at)
         return tuple(tags.symbols), tuple(tags.topics)
 
     return tag, {a.symbol: a.name for a in load_registry()}, f"models.tagging tagger {tagger.version}"
@@ -129,7 +133,7 @@ def evaluate(path: Path = EVAL_PATH) -> dict[str, Any]:
     articles: list[ArticleIn] = []
     derived: dict[str, EventCandidate | None] = {}
     for row in rows:
-        tickers, topics = tag(row.title, row.summary)
+        tickers, topics = tag(row.title, row.summary, row.published_at)
         article = ArticleIn(row.key, row.title, row.summary, None, None, row.source_name, row.published_at,
                             tickers, topics)
         articles.append(article)
@@ -232,7 +236,7 @@ def evaluate_cryptolin(csv_path: Path, judged_path: Path = CRYPTOLIN_JUDGED) -> 
         rows = list(csv.DictReader(f))
     for row in rows:
         published = datetime.fromisoformat(row["date"][:10]).replace(hour=12)
-        tickers, topics = tag(row["text"], "")
+        tickers, topics = tag(row["text"], "", published)
         event = derive_article(ArticleIn(row["id"], row["text"], "", None, None, "CryptoLin", published, tickers,
                                          topics), names, finder)
         if event is None:
@@ -271,7 +275,7 @@ def evaluate_unseen(split: str, path: Path | None = None) -> dict[str, Any]:
     finder = AssetFinder(names)
 
     def derive(it: Any) -> EventCandidate | None:
-        tickers, topics = tag(it.title, it.summary)
+        tickers, topics = tag(it.title, it.summary, it.published_at)
         return derive_article(ArticleIn(it.key, it.title, it.summary, None, None, it.publisher, it.published_at,
                                         tickers, topics), names, finder)
 

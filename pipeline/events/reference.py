@@ -21,6 +21,10 @@ REFERENCE_PATH = Path(__file__).resolve().with_name("data") / "asset_reference.c
 # A level 80 % under or 10x over the reference price: wide enough for forecasts made over a year of moves,
 # narrow enough to keep counts, holdings and market caps out (those are thousands of times off).
 PRICE_BAND = (0.2, 10.0)
+# Forecasts name levels far from today's price ("XRP to $27" at $0.55, "$0.001 SHIB"): such a level is the asset's
+# out to these multiples, unless another asset the article names has it within its own PRICE_BAND ("Ethereum lags
+# as Bitcoin eyes $100K" gives ETH no $100K question). Counts stay out: they are thousands of times off.
+FORECAST_BAND = (0.05, 60.0)
 LIVE_FOR = timedelta(days=365)
 
 
@@ -83,11 +87,13 @@ class Reference:
         i = bisect.bisect_right(item.prices, (day, float("inf")))
         return item.prices[max(i - 1, 0)][1]
 
-    def band(self, ticker: str, when: datetime | date) -> tuple[float, float] | None:
+    def band(self, ticker: str, when: datetime | date, wide: bool = False) -> tuple[float, float] | None:
+        """The levels that are a price of ``ticker`` at ``when`` (``wide``: as a forecast, ``FORECAST_BAND``)."""
         ref = self.price_at(ticker, when)
         if ref is None:
             return None
-        return ref * PRICE_BAND[0], ref * PRICE_BAND[1]
+        lo, hi = FORECAST_BAND if wide else PRICE_BAND
+        return ref * lo, ref * hi
 
     def trading_since(self, ticker: str) -> date | None:
         item = self._facts.get(ticker)

@@ -255,13 +255,36 @@ def lookback(unit: str, hit: DateHit) -> bool:
     return bool(_LOOKBACK.search(before) or _SUPERLATIVE.search(before))
 
 
-def pick_date(unit: str, published_at: datetime, anchor: tuple[int, int]) -> DateHit | None:
+# A date that names another event's day: "Eye $5,000 as Analysts Predict July 2 Ether ETF Trading Launch" (for a
+# price question), "the hard fork could ignite a 130% price surge this month" (for an upgrade question).
+_EVENT_AFTER = re.compile(
+    r"^\s*(?:[\w$.'-]+\s+){0,3}?(?:launch|listing|debut|upgrade|hard\s+fork|fork|unlock|vote|decision|deadline"
+    r"|hearing|meeting|conference|summit|halving|mainnet|testnet)\b",
+    re.I,
+)
+_PRICE_MOVE_BEFORE = re.compile(
+    r"\b(?:price|surge|rally|pump|jump|rise|crash|drop|explosion|breakout|gains?|losses)\s+(?:\w+\s+)?$", re.I)
+
+
+def owned_by_other(unit: str, hit: DateHit, price: bool | None) -> bool:
+    """Whether the date belongs to another object than the question's: an event named right after it for a
+    price question, a price move right before it for any other question."""
+    if price is None:
+        return False
+    if price:
+        return bool(_EVENT_AFTER.match(unit[hit.end :]))
+    return bool(_PRICE_MOVE_BEFORE.search(unit[max(0, hit.start - 40) : hit.start]))
+
+
+def pick_date(unit: str, published_at: datetime, anchor: tuple[int, int], price: bool | None = None) -> DateHit | None:
     """The date phrase that belongs to the question: the nearest one after its object, else the nearest
     before it. Phrases introduced by "ahead of", "after", "since" ... date something else and are skipped,
-    and so are deadlines for something else ("withdraw before Oct. 26", ``foreign_deadline``)."""
+    and so are deadlines for something else ("withdraw before Oct. 26", ``foreign_deadline``) and, when the
+    question's kind is given (``price``), the days of other events (``owned_by_other``)."""
     hits = [
         h for h in find_dates(unit, published_at)
         if not _FOREIGN_DATE.search(unit[: h.start]) and not foreign_deadline(unit, h) and not lookback(unit, h)
+        and not owned_by_other(unit, h, price)
     ]
     # A date behind a question mark belongs to another sentence ("... to $0.60? Three Things to Watch Today"),
     # and one before a dash to another clause ("Settlement in April - XRP to $1?").
@@ -322,8 +345,10 @@ _CUE_MODAL = re.compile(
 _CUE_DIRECT = re.compile(
     r"\b(?P<cue>eyes?|eyeing|eying|targets?|targeting|sets?\s+sights\s+on|aims?\s+(?:for|at)|bets?\s+on|betting\s+on"
     r"|calls?\s+for|predicts?|predicting|forecasts?|forecasting|sees|seeing|projects?|expects?|expecting"
-    r"|anticipates?|anticipating|envisions?|envisioning"
-    r"|watch(?:es|ing)?|eyes\s+a\s+(?:move|run|rally|return|push|drop|fall|slide)\s+(?:to|toward|towards))"
+    r"|anticipates?|anticipating|envisions?|envisioning|sets?\s+eyes\s+on|banking\s+on|case\s+for"
+    r"|paves?\s+(?:the\s+)?way\s+for|outlines?\s+(?:a\s+)?path\s+to"
+    r"|watch(?:es|ing)?|eyes\s+a\s+(?:move|run|rally|return|push|drop|fall|slide)\s+(?:to|toward|towards)"
+    r"|eyes\s+(?:glued|set|fixed)\s+(?:to|on))"
     r"\s+(?:(?:a|an|the)\s+)?(?:(?:fresh|new|next|potential|possible)\s+)?"
     r"(?:(?:bullish|bearish|major|massive|big|huge|strong|sharp|parabolic|explosive|spectacular|further|price)\s+)*"
     r"(?:(?:move|run|rally|return|push|drop|fall|slide|retest|test|breakout|breakdown|surge|rebound|recovery|climb"
@@ -384,7 +409,9 @@ _ALLOWED_AFTER = frozenset(
     "target targets zone area range handle threshold barrier milestone for with if soon says say said analyst "
     "analysts trader traders is could may until and or but first per ahead despite following then once at from "
     "into over under is next amidst possible likely breakout breakouts rally run move surge push ride mark retest "
-    "test region soon coming price prices to eruption explosion moonshot rocket pump spike jump".split()
+    "test region soon coming price prices to eruption explosion moonshot rocket pump spike jump prediction "
+    "predictions forecast forecasts projection looms looming closer beckons beckoning thanks monster massive "
+    "big huge major explosive parabolic bullish ride leap upswing".split()
 )
 _UPSIDE_CUE = re.compile(
     r"\b(?:eyes?|eyeing|targets?|targeting|sights|aims?|bets?|betting|calls?|predicts?|forecasts?|expects?|sees?"
@@ -399,6 +426,8 @@ _TO_AFTER_MOVE = re.compile(
     r"|dips|rose|fell|sank|slid|ran|grew|swung))\s*$",
     re.I,
 )
+# "may never fall below $1 again", "XRP's days below $1 are over": a claim that the level will not be seen.
+_NEGATED = re.compile(r"\b(?:never|no\s+longer|won'?t|will\s+not|cannot|can'?t|days\s+(?:above|below|under|over))\b", re.I)
 _PAST_GUARD = re.compile(r"\b(?:after|since|following|fail(?:s|ed)?\s+to|failing\s+to)\s+(?:\S+\s+){0,2}$", re.I)
 _REF_LEFT = re.compile(
     r"(?:\b(?:trad(?:es|ed|ing)|chang(?:es|ed|ing)\s+hands|was|is|sits|sat|stood|stands|hover(?:s|ed|ing)?"
@@ -414,7 +443,7 @@ _FORWARD = re.compile(
     r"\?|\b(?:could|can|will|would|may|might|should|possible|possibly|likely|within\s+reach|in\s+sight|in\s+view"
     r"|closer\s+than\s+ever|looms?|looming|nigh|in\s+the\s+cards|on\s+the\s+cards|on\s+the\s+horizon|imminent"
     r"|envision\w*|predict\w*|expect\w*|forecast\w*|target\w*|eyes?|eyeing|eying|next|ahead|soon|upcoming"
-    r"|potential|poised|primed|set\s+(?:to|for))\b",
+    r"|potential|poised|primed|set\s+(?:to|for)|beckons?|beckoning|in\s+the\s+offing|looks?\s+near)\b",
     re.I,
 )
 # "could push Bitcoin to $45K", "will it send price to $3?", "plan to boost ETH price to $10K"
@@ -428,9 +457,17 @@ _CUE_PUSH = re.compile(
 _CUE_TARGET_TO = re.compile(r"\b(?:price\s+)?(?:target|forecast|prediction)s?\s+(?:by\s+[\d.]+%\s+)?to\s+$", re.I)
 # "XRP price explosion to $5 in the cards", "explosive breakout to $5", "rally to $15 possible"
 _CUE_NOMINAL = re.compile(
-    r"\b(?:(?P<up>explosion|eruption|rally|surge|pump|run|rocket|moonshot|jump|breakout|spike|climb|rise|rebound"
+    r"\b(?:(?P<up>explosion|eruption|rally|surge|pump|run|rocket|moonshot|jump|breakout|spike|climb|rise|ascent|rebound"
     r"|recovery|upswing|liftoff)|(?P<down>crash|drop|fall|decline|slide|plunge|dump|correction|breakdown|dip))"
     r"\s+(?:to|toward|towards|above|past|beyond|below|under)\s+(?:the\s+)?$",
+    re.I,
+)
+
+
+# A move named right after the level, in a forward-looking sentence: "$200 run?", "$1 monster move", "$0.93 breakout".
+_MOVE_AFTER = re.compile(
+    r"^\s*(?:(?:monster|massive|big|huge|major|explosive|parabolic|bullish)\s+)?(?:(?P<up>run|ride|rally|breakout|surge"
+    r"|explosion|eruption|pump|moonshot|spike|jump|upswing|leap)|move)\b",
     re.I,
 )
 
@@ -519,13 +556,17 @@ def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None
                 cue_start = m.start()
                 direction = "below" if m.groupdict().get("down") else "above" if m.groupdict().get("up") else None
                 neutral = direction is None
+            elif (move := _MOVE_AFTER.match(right)) and not after_mentions:
+                cue_start = amount.start  # "can ETF hype fuel SOL's $200 run?", "Is ADA Ready for a $2 Ride?"
+                direction = "above" if move.group("up") else None
+                neutral = direction is None
             elif after_mentions and re.match(r"\s*(?:\([A-Z0-9]+\)\s*)?price\b", unit[after_mentions[0].end :], re.I):
                 cue_start = amount.start  # "$0.001 SHIB price could become reality", "is $300 SOL price within reach?"
                 neutral = True
             elif any(0 <= amount.start - m.end <= 2 for m in mentions) and re.match(r"\W*(?:\w+\s+)?price\b", right, re.I):
                 cue_start = amount.start  # "XRP $5 eruption price now looks nigh"
                 neutral = True
-        if cue_start is None or _PAST_GUARD.search(left[:cue_start]):
+        if cue_start is None or _PAST_GUARD.search(left[:cue_start]) or _NEGATED.search(left[max(0, cue_start - 40):]):
             continue
         # A preposition right before the amount is the strongest direction signal ("close above", "dip below").
         prep = re.search(r"\b(above|over|past|beyond|below|under|beneath)\s+(?:the\s+)?$", left, re.I)
@@ -544,8 +585,8 @@ def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None
                     direction = "above" if ref < amount.value else "below"
                 elif target or _UPSIDE_CUE.search(unit[cue_start : amount.start]):
                     direction = "above"  # a target or an "eyes" with nothing pointing down is an upside target
-        nominal = bool(after_mentions) and not unit[amount.end : after_mentions[0].start].strip() and bool(
-            re.match(r"\s*(?:\([A-Z0-9]+\)\s*)?price\b", unit[after_mentions[0].end :], re.I))
+        # "$1 ADA price", "the case for $500K bitcoin": the asset named right after the level is its asset.
+        nominal = bool(after_mentions) and not unit[amount.end : after_mentions[0].start].strip()
         asset = _asset_for(mentions, amount, after_mentions if nominal else [])
         if asset is None and target:  # "$64K target for Bitcoin"
             asset = next((m.ticker for m in mentions if m.start >= amount.end
