@@ -135,7 +135,7 @@ def materialize(
     from pipeline import dagster_fixes  # noqa: F401  (a waiting step sleeps instead of spinning)
     from pipeline.definitions import ALL_ASSETS, ALL_CHECKS, resources
     from pipeline.recovery import TAG_TOKEN, heartbeat, process_tags
-    from pipeline.runlock import exclusive
+    from pipeline.runlock import exclusive, running
 
     prepare_dagster_home(settings)
     settings.ensure_dirs()
@@ -161,6 +161,7 @@ def materialize(
         stop = threading.Event()
         beat = threading.Thread(target=heartbeat, args=(instance, tags[TAG_TOKEN], stop), daemon=True)
         beat.start()
+        running.set()
         try:
             result = dg.materialize(
                 [*ALL_ASSETS, *ALL_CHECKS],
@@ -175,6 +176,7 @@ def materialize(
                 run_config={"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}},
             )
         finally:
+            running.clear()
             stop.set()
     outcomes: dict[str, AssetOutcome] = {}
     for event in result.all_events:

@@ -23,6 +23,32 @@ POLL_SECONDS = 0.5
 # raised while a finalizer runs ("Exception ignored in ..."): the wait loops look at this flag too, so a stop
 # request always ends a wait within a poll.
 stop_requested = threading.Event()
+# Set while the run executes its steps. A stop signal whose exception Python dropped there (raised inside an
+# import-lock callback: "Exception ignored in <function _get_module_lock...>") would let the run go on to its
+# end; ``notice_stop`` sends it again if the run still executes a few seconds later.
+running = threading.Event()
+REDELIVER_AFTER = 4.0
+_redelivering = threading.Lock()
+
+
+def notice_stop() -> None:
+    """Called by every SIGINT/SIGTERM handler (the CLI's, and Dagster's through ``dagster_fixes``): set
+    ``stop_requested`` and, once per process, watch that the run stops; if it still executes after
+    ``REDELIVER_AFTER`` seconds, deliver SIGINT again (up to three times)."""
+    stop_requested.set()
+    if not running.is_set() or not _redelivering.acquire(blocking=False):
+        return
+
+    def watch() -> None:
+        import signal
+
+        for _ in range(3):
+            time.sleep(REDELIVER_AFTER)
+            if not running.is_set():
+                return
+            os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=watch, name="stop-redelivery", daemon=True).start()
 
 
 class WaitTimeout(Exception):
