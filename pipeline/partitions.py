@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import socket
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
@@ -109,6 +110,8 @@ def export_partitions(
 
     with transaction(con):
         con.execute(SYNC_SQL)
+    if root.is_dir():
+        prune_markers(root)
     todo = """FROM articles WHERE published_at >= ? AND published_at < ?
               AND (model_version IS DISTINCT FROM ? OR tagger_version IS DISTINCT FROM ?)"""
     day_list = con.execute(
@@ -137,9 +140,33 @@ def export_partitions(
     return out
 
 
+# A merge marker tells a late or redelivered task of its partition that the work is done; no task outlives this
+# (Celery's Redis visibility timeout, after which a task is redelivered, is an hour).
+MARKER_KEEP = timedelta(days=7)
+
+
+def prune_markers(root: Path, now: float | None = None, keep: timedelta = MARKER_KEEP) -> int:
+    """Remove merge markers older than ``keep`` and the day folders left empty; returns the markers removed.
+    The single writer runs it when it exports (so markers do not pile up over years of backfills). ``now``: epoch
+    seconds (default: the clock); markers are dated by their modification time."""
+    limit = (time.time() if now is None else now) - keep.total_seconds()
+    removed = 0
+    for marker in root.glob("*/merged-*.json"):
+        try:
+            if marker.stat().st_mtime < limit:
+                marker.unlink()
+                removed += 1
+        except FileNotFoundError:  # another clean-up got there first
+            continue
+    for folder in root.glob("*"):
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+    return removed
+
+
 def _remove_leftovers(folder: Path) -> None:
     """A day with nothing left to score keeps no inputs or results: what a backfill killed between a merge's commit
-    and its clean-up leaves behind (``merged-*.json`` markers stay)."""
+    and its clean-up leaves behind (its ``merged-*.json`` markers go with ``prune_markers``, a week later)."""
     if folder.is_dir():
         for pattern in ("input-*", "result-*", "running-*"):
             for path in folder.glob(pattern):

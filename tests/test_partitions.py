@@ -105,3 +105,27 @@ def test_merge_skips_articles_changed_since_export(tmp_path: Path, model, tagger
     assert (report.applied, report.stale) == (4, 1)
     assert con.execute("SELECT model_version FROM articles WHERE id = ?", [raw[0][0]]).fetchall() == [(None,)]
     con.close()
+
+
+def test_old_merge_markers_are_pruned_and_recent_ones_kept(tmp_path: Path) -> None:
+    """A marker answers late or redelivered tasks of its partition for a week, then goes (with its empty folder)."""
+    import os
+    import time
+
+    from pipeline.partitions import MARKER_KEEP, prune_markers
+
+    root = partitions_root(tmp_path)
+    old_day, new_day = root / "2024-01-01", root / "2024-01-02"
+    for folder in (old_day, new_day):
+        folder.mkdir(parents=True)
+    old, recent = old_day / "merged-a.json", new_day / "merged-b.json"
+    work = new_day / "input-c.parquet"  # not a marker: never touched
+    for path in (old, recent, work):
+        path.write_text("{}")
+    week_ago = time.time() - MARKER_KEEP.total_seconds() - 60
+    os.utime(old, (week_ago, week_ago))
+    os.utime(work, (week_ago, week_ago))
+    assert prune_markers(root) == 1
+    assert not old.exists() and not old_day.exists()
+    assert recent.exists() and work.exists()
+    assert prune_markers(root) == 0
