@@ -1,4 +1,4 @@
-"""Publishing partitioned serving snapshots (warehouse/parts.py) against the full copy, as history grows.
+"""Publishing partitioned serving snapshots (warehouse/parts/) against the full copy, as history grows.
 
     .venv/bin/python bench/publish_parts.py [--sizes 100000,1000000] [--new 1000] [--rounds 5] [--pages 300]
                                             [--out FILE]      (defaults: 100000,1000000, 1000, 5, 300)

@@ -1,4 +1,4 @@
-"""Partitioned serving snapshots (warehouse/parts.py): sets of immutable period parts and a small head.
+"""Partitioned serving snapshots (warehouse/parts/): sets of immutable period parts and a small head.
 
 - a set serves exactly what a single file serves (every page, both directions, with filters);
 - unchanged parts are reused (same file, never rewritten); a changed, late-filled or re-scored period, a period

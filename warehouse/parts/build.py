@@ -1,0 +1,153 @@
+"""Writing one part file and its sidecar.
+
+- one **part file** per period (``part-<period>-<UTC time>-<random>.duckdb``), holding that period's rows of the
+  four tables in serving order with a *local* ``pos`` (0, 1, ... newest first), the same columns and indexes as a
+  full snapshot.
+- a sidecar ``part-....json`` per part: period, row counts, the newest and oldest serving keys of each table, the
+  part's filter values (sources, topics, tickers), and its warehouse rows' count and time sum per table, so a
+  publish never opens reused parts.
+- the head part also holds the set-wide tables: ``filter_values`` (the union of every part's values) and
+  ``snapshot_info`` (tag, creation time, ``format`` = 2, total articles and events).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from warehouse.crashpoints import crash_point
+from warehouse.parts.changes import CHECKED, range_aggregates
+from warehouse.parts.contents import INDEXES, VALUES_SQL, _part_sql
+from warehouse.parts.periods import EPOCH, Cuts, period_range
+from warehouse.parts.read import PAGED, SET_FORMAT, TABLES
+from warehouse.publish import PART_PREFIX, PART_SUFFIX, PARTIAL, ROW_GROUP_SIZE, _fsync, _unlink
+
+_US = timedelta(microseconds=1)
+TIME_COLUMN = {"news": "published_at", "stories": "first_seen", "events": "created_at"}
+
+
+def _us(dt: datetime) -> int:
+    return (dt - EPOCH) // _US
+
+
+@dataclass
+class Part:
+    """A part as the manifest and its sidecar describe it."""
+
+    name: str
+    period: str
+    counts: dict[str, int]
+    keys: dict[str, list[Any]]  # table -> [newest µs, newest id, oldest µs, oldest id] (ids "" for events)
+    values: dict[str, list[str]]
+    agg: dict[str, list[str]]  # table -> [row count, sum of the time column in µs] of the warehouse rows
+
+    def entry(self) -> dict[str, Any]:
+        return {"name": self.name, "period": self.period, "counts": self.counts, "keys": self.keys}
+
+    @classmethod
+    def load(cls, snapshots_dir: Path, name: str) -> Part:
+        data = json.loads((snapshots_dir / sidecar_name(name)).read_text())
+        return cls(name, data["period"], data["counts"], data["keys"], data["values"], data["agg"])
+
+
+def sidecar_name(part_name: str) -> str:
+    return part_name.removesuffix(PART_SUFFIX) + ".json"
+
+
+def _stamp(now: datetime | None = None) -> str:
+    return (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%S%f") + "Z-" + secrets.token_hex(3)
+
+
+def _write_json(path: Path, data: Any) -> None:
+    """Atomically: a temp file, fsynced, renamed (the caller fsyncs the directory)."""
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    with open(tmp, "w") as f:
+        json.dump(data, f, separators=(",", ":"))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def build_part(
+    con: duckdb.DuckDBPyConnection, snapshots_dir: Path, period: str, cuts: Cuts, head: dict[str, Any] | None = None,
+) -> Part | None:
+    """Write one period's rows into a new part file; ``head`` (tag, created_at, values, totals) makes it the head.
+    A period with no rows at all gets no part (None), except the head."""
+    name = f"{PART_PREFIX}{period}-{_stamp()}{PART_SUFFIX}"
+    path = snapshots_dir / name
+    partial = path.with_name(name + PARTIAL)
+    alias = f"cw_part_{secrets.token_hex(4)}"
+    literal = str(partial.resolve()).replace("'", "''")
+    lo, hi = period_range(period, cuts)
+    con.execute(f"ATTACH '{literal}' AS {alias} (ROW_GROUP_SIZE {ROW_GROUP_SIZE})")
+    try:
+        for table in TABLES:
+            con.execute(_part_sql(con, table, alias, lo, hi))
+            if table in INDEXES:
+                con.execute(f"CREATE UNIQUE INDEX {table}_{INDEXES[table]} ON {alias}.{table} ({INDEXES[table]})")
+            crash_point("snapshot:writing" if head is not None else "parts:writing")
+        counts = {t: int(con.execute(f"SELECT count(*) FROM {alias}.{t}").fetchall()[0][0]) for t in TABLES}
+        if head is None and not any(counts.values()):
+            raise _Empty
+        agg = range_aggregates(con, lo, hi, tables=CHECKED)
+        keys: dict[str, list[Any]] = {}
+        for table in PAGED:
+            col = TIME_COLUMN[table]
+            rows = con.execute(
+                f"SELECT pos, {col}, id FROM {alias}.{table} WHERE pos = 0 OR pos = ? ORDER BY pos",
+                [counts[table] - 1],
+            ).fetchall()
+            if rows:
+                newest, oldest = rows[0], rows[-1]
+                events = table == "events"  # created_at alone is the events' key
+                keys[table] = [_us(newest[1]), "" if events else newest[2], _us(oldest[1]), "" if events else oldest[2]]
+        values: dict[str, list[str]] = {"newsSources": [], "newsTopics": [], "tickers": []}
+        for kind, value in con.execute(VALUES_SQL.format(db=alias)).fetchall():
+            if value is not None:
+                values[kind].append(value)
+        for v in values.values():
+            v.sort()
+        if head is not None:
+            merged = {k: sorted(set(v) | set(head["values"].get(k, []))) for k, v in values.items()}
+            con.execute(f"CREATE TABLE {alias}.filter_values (kind VARCHAR, value VARCHAR)")
+            rows_in = [(k, v) for k in sorted(merged) for v in merged[k]]
+            if rows_in:
+                con.executemany(f"INSERT INTO {alias}.filter_values VALUES (?, ?)", rows_in)
+            con.execute(
+                f"""CREATE TABLE {alias}.snapshot_info AS SELECT ?::VARCHAR AS tag, ?::TIMESTAMP AS created_at,
+                    ?::INTEGER AS format, ?::BIGINT AS articles, ?::BIGINT AS events""",
+                [head["tag"], head["created_at"], SET_FORMAT, head["articles"] + counts["news"],
+                 head["events"] + counts["events"]],
+            )
+        con.execute(
+            f"""CREATE TABLE {alias}.part_info AS SELECT ?::VARCHAR AS period, ?::TIMESTAMP AS lo, ?::TIMESTAMP AS hi""",
+            [period, lo, hi],
+        )
+        con.execute(f"CHECKPOINT {alias}")
+    except _Empty:
+        con.execute(f"DETACH {alias}")
+        _unlink(partial)
+        return None
+    except BaseException:
+        con.execute(f"DETACH {alias}")
+        _unlink(partial)
+        raise
+    con.execute(f"DETACH {alias}")
+    _fsync(partial)
+    part = Part(name, period, counts, keys, values, agg)
+    _write_json(snapshots_dir / sidecar_name(name), {
+        "period": period, "counts": counts, "keys": keys, "values": values, "agg": agg,
+    })
+    os.replace(partial, path)
+    return part
+
+
+class _Empty(Exception):
+    """A period left with no rows: no part."""

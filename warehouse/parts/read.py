@@ -1,0 +1,112 @@
+"""Reading a set: its manifest, and one connection over its parts.
+
+Readers (``open_set``) use one in-memory DuckDB connection that ATTACHes every part READ_ONLY and defines views
+``news``, ``stories``, ``events`` (the parts' rows with ``pos`` shifted by the rows of the newer parts, so ``pos``
+is dense and global as in a single file), ``filter_values`` and ``snapshot_info``, and a table ``sentiment`` (an
+in-memory copy of the parts' buckets, sorted by ticker: 130,229 rows, 8 MB at 1M articles): every query written
+for a single file runs unchanged. The API's pages go to the parts directly (``Layout``: per table, each
+part's relation, offset, row count and boundary keys), so a page reads one part (two when it straddles periods).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from warehouse.publish import SET_PREFIX, SET_SUFFIX
+
+SET_FORMAT = 2
+TABLES = ("news", "stories", "events", "sentiment")  # every part holds the four
+PAGED = ("news", "stories", "events")  # tables with pos, read page by page
+
+
+def read_manifest(path: Path) -> dict[str, Any]:
+    data = json.loads(path.read_text())
+    if data.get("format") != SET_FORMAT or not isinstance(data.get("parts"), list) or not data["parts"]:
+        raise ValueError(f"{path.name} is not a snapshot set manifest")
+    return data
+
+
+def is_set(path: Path) -> bool:
+    return path.name.startswith(SET_PREFIX) and path.name.endswith(SET_SUFFIX)
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One part's rows of a paged table: ``rel`` (``p3.news``) holds global positions ``[offset, offset+count)``;
+    ``newest`` / ``oldest`` are its first and last serving keys (µs, id)."""
+
+    rel: str
+    offset: int
+    count: int
+    newest: tuple[int, str]
+    oldest: tuple[int, str]
+
+
+Layout = dict[str, list[Segment]]
+
+
+def open_set(manifest_path: Path) -> tuple[duckdb.DuckDBPyConnection, Layout]:
+    """An in-memory connection with every part of the set attached read-only and the serving views defined, and
+    the layout of its paged tables."""
+    manifest = read_manifest(manifest_path)
+    directory = manifest_path.parent
+    con = duckdb.connect(":memory:")
+    try:
+        entries = manifest["parts"]
+        for i, entry in enumerate(entries):
+            literal = str((directory / entry["name"]).resolve()).replace("'", "''")
+            con.execute(f"ATTACH '{literal}' AS p{i} (READ_ONLY)")
+        layout: Layout = {}
+        for table in TABLES:
+            branches, offset, segments = [], 0, []
+            for i, entry in enumerate(entries):
+                n = int(entry["counts"].get(table, 0))
+                if n == 0:
+                    continue
+                if table in PAGED:
+                    k = entry["keys"][table]
+                    segments.append(Segment(f"p{i}.{table}", offset, n, (k[0], k[1]), (k[2], k[3])))
+                    branches.append(f"SELECT pos + {offset} AS pos, * EXCLUDE (pos) FROM p{i}.{table}")
+                else:
+                    branches.append(f"SELECT * FROM p{i}.{table}")
+                offset += n
+            if not branches:
+                branches = [f"SELECT * FROM p0.{table}"]  # the head's, empty
+            if table == "sentiment":
+                # Small (buckets, not articles) and asked by ticker over ranges that span most parts: one sorted
+                # in-memory copy per open set answers in one scan (about 1 ms) where 33 parts took 7 ms at 1M.
+                con.execute("CREATE TABLE sentiment AS SELECT * FROM (" + " UNION ALL ".join(branches) + ") "
+                            "ORDER BY ticker, grain, bucket_start")
+                continue
+            con.execute(f"CREATE VIEW {table} AS " + " UNION ALL ".join(branches))
+            if table in PAGED:
+                layout[table] = segments
+        con.execute("CREATE VIEW filter_values AS SELECT * FROM p0.filter_values")
+        con.execute("CREATE VIEW snapshot_info AS SELECT * FROM p0.snapshot_info")
+    except BaseException:
+        con.close()
+        raise
+    return con, layout
+
+
+def open_snapshot(path: Path) -> tuple[duckdb.DuckDBPyConnection, Layout | None]:
+    """A read-only connection to a published snapshot and its layout: a set (by its manifest), or a single file
+    (layout None)."""
+    if is_set(path):
+        return open_set(path)
+    return duckdb.connect(str(path), read_only=True), None
+
+
+def connect_snapshot(path: Path) -> duckdb.DuckDBPyConnection:
+    """A read-only connection to a published snapshot: a single file, or a set (by its manifest)."""
+    return open_snapshot(path)[0]
+
+
+def set_parts(manifest_path: Path) -> list[str]:
+    """Part file names a manifest references."""
+    return [e["name"] for e in read_manifest(manifest_path)["parts"]]
