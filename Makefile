@@ -44,8 +44,13 @@ system:
 run: setup
 	$(VENV)/bin/cryptowire up
 
+# The pipeline publishes partitioned snapshot sets; the API's tests run once more against that layout.
+API_LAYOUT_TESTS = tests/test_api_pagination.py tests/test_api_graphql.py tests/test_sentiment_trends.py \
+	tests/test_overview.py tests/test_stories.py
+
 test: setup
 	$(VENV)/bin/pytest
+	CRYPTOWIRE_TEST_SNAPSHOTS=parts $(VENV)/bin/pytest -q $(API_LAYOUT_TESTS)
 
 dev: setup
 	$(VENV)/bin/cryptowire dev
