@@ -135,7 +135,7 @@ def materialize(
     from pipeline import dagster_fixes  # noqa: F401  (a waiting step sleeps instead of spinning)
     from pipeline.definitions import ALL_ASSETS, ALL_CHECKS, resources
     from pipeline.recovery import TAG_TOKEN, heartbeat, process_tags
-    from pipeline.runlock import exclusive, running
+    from pipeline.runlock import exclusive, redeliver_dropped_stops, running
 
     prepare_dagster_home(settings)
     settings.ensure_dirs()
@@ -161,6 +161,7 @@ def materialize(
         stop = threading.Event()
         beat = threading.Thread(target=heartbeat, args=(instance, tags[TAG_TOKEN], stop), daemon=True)
         beat.start()
+        redeliver_dropped_stops()
         running.set()
         try:
             result = dg.materialize(

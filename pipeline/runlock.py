@@ -10,45 +10,45 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 POLL_SECONDS = 0.5
 # Set by the CLI's SIGINT/SIGTERM handler. The handler also raises KeyboardInterrupt, but Python drops an exception
 # raised while a finalizer runs ("Exception ignored in ..."): the wait loops look at this flag too, so a stop
 # request always ends a wait within a poll.
 stop_requested = threading.Event()
-# Set while the run executes its steps. A stop signal whose exception Python dropped there (raised inside an
-# import-lock callback: "Exception ignored in <function _get_module_lock...>") would let the run go on to its
-# end; ``notice_stop`` sends it again if the run still executes a few seconds later.
+# Set while the run executes its steps. There Dagster's handler raises an interruption wherever the main thread
+# is; raised inside a callback (an import lock's: "Exception ignored in <function _get_module_lock...>") Python
+# drops it and the run would go on to its end. ``redeliver_dropped_stops`` sends the signal again then.
 running = threading.Event()
-REDELIVER_AFTER = 4.0
-_redelivering = threading.Lock()
 
 
-def notice_stop() -> None:
-    """Called by every SIGINT/SIGTERM handler (the CLI's, and Dagster's through ``dagster_fixes``): set
-    ``stop_requested`` and, once per process, watch that the run stops; if it still executes after
-    ``REDELIVER_AFTER`` seconds, deliver SIGINT again (up to three times)."""
-    stop_requested.set()
-    if not running.is_set() or not _redelivering.acquire(blocking=False):
+def redeliver_dropped_stops() -> None:
+    """Install (once) a ``sys.unraisablehook`` that, when an interruption is dropped while ``running`` is set,
+    sets ``stop_requested`` and delivers SIGINT again (from a timer thread: the main thread has moved on by then)."""
+    previous = sys.unraisablehook
+    if getattr(previous, "redelivers_stops", False):
         return
 
-    def watch() -> None:
-        import signal
+    def hook(args: Any) -> None:
+        exc = args.exc_value
+        if running.is_set() and (isinstance(exc, KeyboardInterrupt)
+                                 or type(exc).__name__ == "DagsterExecutionInterruptedError"):
+            stop_requested.set()
+            threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT)).start()
+        previous(args)
 
-        for _ in range(3):
-            time.sleep(REDELIVER_AFTER)
-            if not running.is_set():
-                return
-            os.kill(os.getpid(), signal.SIGINT)
-
-    threading.Thread(target=watch, name="stop-redelivery", daemon=True).start()
+    hook.redelivers_stops = True  # type: ignore[attr-defined]
+    sys.unraisablehook = hook
 
 
 class WaitTimeout(Exception):

@@ -53,10 +53,10 @@ def stop_on_sigterm() -> None:
     which the wait loops check: a KeyboardInterrupt can be lost in a finalizer, the flag cannot."""
     import signal
 
-    from pipeline.runlock import notice_stop
+    from pipeline.runlock import stop_requested
 
     def stop(signum: int, frame: Any) -> None:
-        notice_stop()
+        stop_requested.set()
         signal.default_int_handler(signum, frame)
 
     signal.signal(signal.SIGTERM, stop)
