@@ -101,6 +101,8 @@ _VERSION_TABLE = (
     "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
 )
 
+BUSY_TIMEOUT = 10.0  # seconds a call waits for another process's write lock
+
 __all__ = ["KeyNotFound", "LATEST_VERSION", "PlatformStore", "SqliteStore"]
 
 
@@ -113,11 +115,24 @@ class SqliteStore:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=10.0)
-        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT)
+        self._wal()
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA foreign_keys=ON")
         self._migrate()
+
+    def _wal(self) -> None:
+        """Switch to WAL. Two processes creating the file at once can make this fail at once with "database is
+        locked" (SQLite does not wait on a busy handler for it), so it is retried until ``BUSY_TIMEOUT``."""
+        deadline = time.monotonic() + BUSY_TIMEOUT
+        while True:
+            try:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     def _current_version(self) -> int:
         row = self._db.execute(

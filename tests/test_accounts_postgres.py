@@ -354,3 +354,25 @@ def test_the_cli_manages_keys_on_postgres(tmp_path: Path, postgres_url: str) -> 
     assert usage["plan"] == "basic" and usage["today"]["cuUsedToday"] == 0 and len(usage["days"]) == 2
     assert json.loads(cli(env, "keys", "revoke", key_id, "--json").stdout)["alreadyRevoked"] is False
     assert not (tmp_path / "home" / "platform.sqlite").exists()  # nothing went to SQLite
+
+
+def test_sqlite_store_waits_for_a_writer_while_it_switches_to_wal(tmp_path: Path) -> None:
+    """SQLite fails "PRAGMA journal_mode=WAL" at once, without its busy handler, while another connection holds
+    a write lock (seen when processes created the file together): the store retries until the lock goes."""
+    import sqlite3
+
+    path = tmp_path / "platform.sqlite"
+    writer = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    writer.execute("CREATE TABLE other (x)")
+    writer.execute("BEGIN IMMEDIATE")
+    writer.execute("INSERT INTO other VALUES (1)")
+    threading.Timer(0.5, lambda: writer.execute("COMMIT")).start()
+    started = time.monotonic()
+    store = SqliteStore(path)
+    try:
+        assert time.monotonic() - started >= 0.4  # it waited for the writer, it did not fail
+        assert store.schema_version() >= 1
+        assert store._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        store.close()
+        writer.close()
