@@ -87,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--calibration-only", action="store_true", help="only rewrite the int8 calibration texts")
     args = parser.parse_args(argv)
+    if args.cryptolin_repeat < 1:
+        parser.error(f"--cryptolin-repeat must be 1 or more, not {args.cryptolin_repeat}")
     if args.calibration_only:
         _log(f"wrote {write_calibration(args.out / CALIBRATION_FILE)} calibration texts to {args.out / CALIBRATION_FILE}")
         return 0
@@ -106,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     votes = torch.tensor([e.soft() for e in train]) if news else None
     tokenizer = load_tokenizer()
     valid_texts, valid_gold = [e.text for e in valid], [e.label for e in valid]
-    recipe_key = hashlib.sha256(json.dumps(recipe.as_dict(), sort_keys=True).encode() + bytes([args.cryptolin_repeat])
+    repeat = b"" if args.cryptolin_repeat == 1 else f"cryptolin x{args.cryptolin_repeat}".encode()  # default: keys as before
+    recipe_key = hashlib.sha256(json.dumps(recipe.as_dict(), sort_keys=True).encode() + repeat
                                 + b"".join(e.text.encode() + e.label.encode() for e in news + per_asset)).hexdigest()[:8]
 
     figures: dict[str, dict] = {}
