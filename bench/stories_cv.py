@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 import sys
 from collections import defaultdict
 from collections.abc import Callable
@@ -32,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from pipeline.stories import pairs
-from pipeline.stories.evaluate import EVAL_DIR, load_items
+from pipeline.stories.evaluate import load_items, load_rows
 from pipeline.stories.train import dev_pairs
 
 FOLDS = 5
@@ -70,17 +69,6 @@ def component_folds(rows: list[dict[str, Any]], seed: int, k: int = FOLDS) -> np
 
 # ---------------------------------------------------------------------------------------------------- features
 
-_PA = re.compile(
-    r"price (prediction|analysis|forecast|outlook)|\bcan \w+ (reach|hit|break|surge|rally|climb)|"
-    r"\b(support|resistance|rsi|macd|fibonacci|breakout|bullish|bearish|technical|chart|pattern|"
-    r"consolidat\w*|oversold|overbought|moving average|trendline|key levels?|price action)\b", re.IGNORECASE)
-
-
-def price_analysis(title: str, lede: str) -> bool:
-    """A generic price-analysis / prediction piece (technical words, "price prediction", "can X reach")."""
-    return bool(_PA.search(title)) or len(_PA.findall(lede)) >= 2
-
-
 @dataclass
 class Extra:
     pa: np.ndarray  # per item, 0/1
@@ -90,10 +78,10 @@ class Extra:
 
 
 def extras(items: list[Any], raw: list[dict[str, Any]]) -> Extra:
-    from pipeline.stories.features import story_text
+    from pipeline.stories.features import price_piece, story_text
 
     n = len(items)
-    pa = np.array([price_analysis(r["title"], story_text(r["title"], r.get("summary"))) for r in raw], dtype=float)
+    pa = np.array([price_piece(r["title"], story_text(r["title"], r.get("summary"))) for r in raw], dtype=float)
 
     def idf_of(sets: list[frozenset[str]]) -> dict[str, float]:
         df: dict[str, int] = defaultdict(int)
@@ -339,10 +327,6 @@ def cv(items: list[Any], g: Graph, rows: list[dict[str, Any]], fitter: Any, link
     return out
 
 
-def load_raw() -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (EVAL_DIR / "events_unseen.jsonl").read_text().splitlines() if line.strip()]
-
-
 BASE = list(range(12))
 N_BASE = 12
 EXTRA = {name: N_BASE + k for k, name in enumerate(EXTRA_FEATURES)}
@@ -356,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="*")
     args = ap.parse_args(argv)
     items = load_items(args.cache)
-    raw = load_raw()
+    raw = load_rows()
     assert [r["key"] for r in raw] == [it.id for it in items]
     ex = extras(items, raw)
     g = build(items, ex)

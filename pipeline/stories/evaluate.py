@@ -1,8 +1,9 @@
 """Precision and recall of "same story" on the labelled pairs: ``python -m pipeline.stories.evaluate --split dev``.
 
-The 3,001 items of ``models/eval/events_unseen.jsonl`` are grouped in publication order, as the pipeline would
-(``--mode all``, the default), or each pair's two items alone (``--mode pair``); a pair is predicted "same" when
-both items end up in one story. Embeddings take a few minutes on a CPU; ``--cache DIR`` keeps them.
+The labelled items (the 3,001 of ``models/eval/events_unseen.jsonl`` and the 871 development items of
+``events_validation.jsonl``) are grouped in publication order, as the pipeline would (``--mode all``, the
+default), or each pair's two items alone (``--mode pair``); a pair is predicted "same" when both items end up in
+one story. Embeddings take a few minutes on a CPU; ``--cache DIR`` keeps them.
 """
 
 from __future__ import annotations
@@ -21,14 +22,22 @@ from pipeline.stories.cluster import Clusterer, Item
 from pipeline.stories.features import ENCODER_VERSION, embed, names, numbers, story_text, words
 
 EVAL_DIR = Path(__file__).resolve().parents[2] / "models" / "eval"
+# The pairs of batch 3 on draw on the validation items too (development part only).
+ITEM_FILES = ("events_unseen.jsonl", "events_validation.jsonl")
+
+
+def load_rows() -> list[dict[str, Any]]:
+    return [json.loads(line) for name in ITEM_FILES for line in (EVAL_DIR / name).read_text().splitlines()
+            if line.strip()]
 
 
 def load_items(cache: Path | None = None) -> list[Item]:
     from models.tagging import get_tagger
 
-    rows = [json.loads(line) for line in (EVAL_DIR / "events_unseen.jsonl").read_text().splitlines() if line.strip()]
+    rows = load_rows()
     vecs = None
-    path = cache / f"story_eval_{hashlib.sha256(ENCODER_VERSION.encode()).hexdigest()[:12]}.npz" if cache else None
+    tag = hashlib.sha256(f"{ENCODER_VERSION}|{','.join(ITEM_FILES)}".encode()).hexdigest()[:12]
+    path = cache / f"story_eval_{tag}.npz" if cache else None
     if path is not None and path.exists():
         vecs = np.load(path)
         text, title = vecs["text"], vecs["title"]

@@ -56,6 +56,19 @@ def names(text: str) -> frozenset[str]:
     return frozenset(w.lower() for w in _NAME.findall(text) if w.lower() not in _COMMON_NAMES)
 
 
+# A generic price-analysis or prediction piece: outlets publish one per asset per day, and two of them on one
+# asset share tickers, numbers and wording without reporting the same news.
+_PRICE_PIECE = re.compile(
+    r"price (prediction|analysis|forecast|outlook)|\bcan \w+ (reach|hit|break|surge|rally|climb)|"
+    r"\b(support|resistance|rsi|macd|fibonacci|breakout|bullish|bearish|technical|chart|pattern|"
+    r"consolidat\w*|oversold|overbought|moving average|trendline|key levels?|price action)\b", re.IGNORECASE)
+
+
+def price_piece(title: str, lede: str) -> bool:
+    """A generic price-analysis / prediction piece (technical words, "price prediction", "can X reach")."""
+    return bool(_PRICE_PIECE.search(title)) or len(_PRICE_PIECE.findall(lede)) >= 2
+
+
 def embed(texts: list[str]) -> Any:
     """Embeddings (float32, L2-normalised rows) of ``story_text`` strings with the packaged encoder."""
     from models.sentiment.evaluate import frozen_embeddings
