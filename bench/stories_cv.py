@@ -327,8 +327,8 @@ def cv(items: list[Any], g: Graph, rows: list[dict[str, Any]], fitter: Any, link
     return out
 
 
-BASE = list(range(12))
-N_BASE = 12
+N_BASE = len(pairs.FEATURES)
+BASE = list(range(N_BASE))
 EXTRA = {name: N_BASE + k for k, name in enumerate(EXTRA_FEATURES)}
 
 

@@ -60,6 +60,7 @@ class Item:
     title_words: frozenset[str] = frozenset()
     lede_words: frozenset[str] = frozenset()  # of title + lede
     names: frozenset[str] = frozenset()  # of title + lede
+    price_piece: bool = False  # a generic price-analysis or prediction piece (features.price_piece)
 
 
 @dataclass

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from pipeline.stories.cluster import Clusterer, Item
-from pipeline.stories.features import ENCODER_VERSION, embed, names, numbers, story_text, words
+from pipeline.stories.features import ENCODER_VERSION, embed, names, numbers, price_piece, story_text, words
 
 EVAL_DIR = Path(__file__).resolve().parents[2] / "models" / "eval"
 # The pairs of batch 3 on draw on the validation items too (development part only).
@@ -57,6 +57,7 @@ def load_items(cache: Path | None = None) -> list[Item]:
             id=r["key"], published_at=at, text_vec=text[k], title_vec=title[k],
             tickers=frozenset(h.symbol for h in tags.tickers), numbers=numbers(lede), title_numbers=numbers(r["title"]),
             source=r["domain"], title_words=words(r["title"]), lede_words=words(lede), names=names(lede),
+            price_piece=price_piece(r["title"], lede),
         ))
     return items
 

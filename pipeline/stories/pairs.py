@@ -1,7 +1,8 @@
 """Same story or not: a logistic model over what two articles share, learned from labelled pairs.
 
 The features (``FEATURES``) are the encoder's cosines (title + lede, title alone), the numbers, tickers, content
-words and names the two state, their distance in time and whether one outlet published both. The weights and the
+words and names the two state, their distance in time, whether one outlet published both, and whether they are
+generic price pieces (outlets write one per asset and day: two of them share tickers and wording, not news). The weights and the
 threshold live in ``pair_model.json``, written by ``python -m pipeline.stories.train`` from the development pairs
 of ``models/eval/story_pairs.jsonl`` only (docs/stories.md).
 """
@@ -33,6 +34,7 @@ FEATURES = (
     "shared_number", "title_number_conflict", "ticker_conflict", "shared_ticker",  # 0/1
     "title_words", "lede_words", "names",  # Jaccard overlap, 0..1
     "same_source",  # 0/1
+    "price_pieces", "one_price_piece",  # both / one of the two a generic price piece, 0/1
 )
 N_DENSE = 4
 
@@ -52,6 +54,8 @@ def sparse_features(a: Item, b: Item) -> list[float]:
         _jaccard(a.lede_words, b.lede_words),
         _jaccard(a.names, b.names),
         float(bool(a.source) and a.source == b.source),
+        float(a.price_piece and b.price_piece),
+        float(a.price_piece != b.price_piece),
     ]
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 
 from pipeline.stories.cluster import Clusterer, Item
-from pipeline.stories.features import ENCODER_VERSION, embed, names, numbers, story_text, words
+from pipeline.stories.features import ENCODER_VERSION, embed, names, numbers, price_piece, story_text, words
 from warehouse import stories as ws
 from warehouse.db import transaction, utcnow
 
@@ -44,7 +44,7 @@ def _items(frame: pl.DataFrame, times: list[datetime], tickers: list[list[str]],
             frame["title_numbers"].to_list(), strict=True)):
         lede = story_text(titles[k], summaries[k])
         out.append(Item(aid, at, text[k], title[k], frozenset(tk), frozenset(nums), frozenset(tnums),
-                        sources[k] or "", words(titles[k]), words(lede), names(lede)))
+                        sources[k] or "", words(titles[k]), words(lede), names(lede), price_piece(titles[k], lede)))
     return out
 
 
