@@ -21,6 +21,7 @@ from api.cost import query_cost
 from api.gql_documents import DocumentCache
 from api.gql_exec import coerce_variables
 from pipeline.stories.cluster import Clusterer, Item, story_id
+from pipeline.stories.features import price_piece
 from pipeline.stories.refresh import refresh_stories
 from tests.support.apiserver import ApiServer
 from tests.support.newsdata import Data, write
@@ -124,6 +125,29 @@ def test_time_apart_and_one_outlet_lower_the_odds() -> None:
     assert model.probability(a, near) > model.probability(a, far)
     same_outlet = Item("d", T0 + timedelta(hours=1), v, v, source="p.example")
     assert model.probability(a, near) > model.probability(a, same_outlet)
+
+
+@pytest.mark.parametrize(("title", "lede", "piece"), [
+    ("XRP Price Prediction: Can XRP Reach $5 This Month?", "", True),
+    ("Solana Bulls Eye Breakout Above Key Resistance", "", True),
+    ("ETH holds support as RSI cools", "", True),
+    ("Bitcoin Slides 3% Overnight", "The MACD crossed lower while the RSI left overbought levels near resistance.", True),
+    ("SEC Approves Spot Ether ETFs in Landmark Decision", "Eight issuers can list the funds on Thursday.", False),
+    ("Bybit Hacked for $1.4 Billion in Ether", "Attackers drained a cold wallet of the exchange.", False),
+])
+def test_generic_price_pieces_are_told_from_news(title: str, lede: str, piece: bool) -> None:
+    assert price_piece(title, lede) is piece
+
+
+def test_two_generic_price_pieces_are_less_likely_one_story() -> None:
+    """Outlets write a price piece per asset and day: alike in words and tickers, rarely the same news."""
+    v = np.ones(4, dtype=np.float32) / 2
+    said = {"tickers": frozenset({"BTC"}), "title_words": frozenset({"bitcoin", "price", "resistance"})}
+    model = Clusterer().model
+    news = model.probability(Item("a", T0, v, v, **said), Item("b", T0 + timedelta(hours=2), v, v, **said))
+    pieces = model.probability(Item("a", T0, v, v, price_piece=True, **said),
+                               Item("b", T0 + timedelta(hours=2), v, v, price_piece=True, **said))
+    assert pieces < news
 
 
 def test_sources_group_and_every_article_has_one_story(home: Path) -> None:
