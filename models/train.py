@@ -72,6 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--news", type=Path, default=NEWS_DEV,
                         help="labelled news headlines trained on with CryptoLin, their readers' votes as soft labels "
                         "(default: models/eval/sentiment_news_dev.csv; 'none' for CryptoLin alone)")
+    parser.add_argument("--extra-news", type=Path, nargs="*", default=[],
+                        help="more labelled development headlines (same columns), trained on like --news but not "
+                             "turned into per-asset rows (models/eval/sentiment_archive_dev.csv)")
     parser.add_argument("--no-per-asset", action="store_true",
                         help="do not add the per-asset rows (\"<asset>: <headline>\") built from the news headlines")
     parser.add_argument("--cryptolin-repeat", type=int, default=1,
@@ -98,11 +101,13 @@ def main(argv: list[str] | None = None) -> int:
     recipe = Recipe(epochs=args.epochs, lr=args.lr)
     train, valid = cryptolin_splits(args.data)
     news = [] if str(args.news) == "none" else read_labelled_csv(args.news)
-    _log(f"train {len(train)} CryptoLin + {len(news)} news headlines / held-out {len(valid)} CryptoLin headlines; "
-         f"recipe {recipe.as_dict()}")
+    extra = [e for path in args.extra_news for e in read_labelled_csv(path)]
+    _log(f"train {len(train)} CryptoLin + {len(news)} news headlines + {len(extra)} more / held-out {len(valid)} "
+         f"CryptoLin headlines; recipe {recipe.as_dict()}")
     per_asset = per_asset_examples(news) if news and not args.no_per_asset else []
     if per_asset:
         _log(f"+ {len(per_asset)} per-asset rows built from single-asset news headlines")
+    news = news + extra
     train = train * args.cryptolin_repeat + news + per_asset
     # the readers' vote shares (CryptoLin: its majority label) are mixed into the loss as soft targets
     votes = torch.tensor([e.soft() for e in train]) if news else None
@@ -168,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
                  "weights_sha256": base_weights_sha256()},
         "training": {
             "data": "CryptoLin (shared/data/sentiment/cryptolin/train.csv), held-out stratified 15% by salted id hash"
-                    + (f"; + {len(news)} news headlines ({args.news.name}), three readers' votes as soft labels; + "
+                    + (f"; + {len(news)} news headlines ({', '.join(p.name for p in [args.news, *args.extra_news])}), "
+                       f"three readers' votes as soft labels; + "
                        f"{len(per_asset)} per-asset rows built from its single-asset headlines" if news else ""),
             "train_rows": len(train), "valid_rows": len(valid), "news_rows": len(news), "per_asset_rows": len(per_asset),
             "cryptolin_repeat": args.cryptolin_repeat, "seeds": args.seeds, "combine": args.combine,
