@@ -38,6 +38,31 @@ def test_news_sentiment_corpus_is_large_split_and_read_three_times() -> None:
     assert kappa > 0.6  # substantial agreement; the figure is in models/eval/README.md
 
 
+def test_archive_training_headlines_are_development_only_and_unseen_elsewhere() -> None:
+    """sentiment_archive_dev.csv is trained on: none of it may be a test-part item or repeat a labelled headline."""
+    import csv
+    import re
+
+    def fold(text: str) -> str:
+        return re.sub(r"[^a-z0-9]+", " ", text.lower()).strip()
+
+    with (EVAL / "sentiment_archive_dev.csv").open(encoding="utf-8", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) >= 7000 and len({r["domain"] for r in rows}) >= 8
+    for r in rows:
+        assert split_of(r["domain"], datetime.fromisoformat(r["published_at"])) == "dev", r["id"]
+        assert not any(r["domain"].endswith(d) for d in HELD_BACK)
+        votes = r["votes"].split("|")
+        assert len(votes) == 3 and Counter(votes)[r["label"]] >= 2
+    others = set()
+    for path in (NEWS_DEV, NEWS_TEST):
+        with path.open(encoding="utf-8", newline="") as fh:
+            others |= {fold(r["text"]) for r in csv.DictReader(fh)}
+    assert not others & {fold(r["text"]) for r in rows}
+    assert len({fold(r["text"]) for r in rows}) == len(rows)
+    assert fleiss_kappa([r["votes"].split("|") for r in rows]) > 0.6
+
+
 def test_soft_labels_come_from_the_votes() -> None:
     row = next(r for r in read_labelled_csv(NEWS_DEV) if len(set(r.votes)) == 2)
     soft = row.soft()
