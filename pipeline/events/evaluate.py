@@ -264,11 +264,18 @@ def evaluate_cryptolin(csv_path: Path, judged_path: Path = CRYPTOLIN_JUDGED) -> 
 
 
 def evaluate_unseen(split: str, path: Path | None = None) -> dict[str, Any]:
-    """Precision and recall on the unseen-news set's ``split`` (dev, test or all; val: the validation set), with
-    reader agreement."""
-    from pipeline.events.unseen import UNSEEN_PATH, VALIDATION_PATH, agreement, load_unseen, score
+    """Precision and recall on the unseen-news set's ``split`` (dev, test or all; val: the validation set; archive:
+    the archive's development headlines), with reader agreement."""
+    from pipeline.events.unseen import (
+        ARCHIVE_PATH,
+        UNSEEN_PATH,
+        VALIDATION_PATH,
+        agreement,
+        load_unseen,
+        score,
+    )
 
-    path = path or (VALIDATION_PATH if split == "val" else UNSEEN_PATH)
+    path = path or {"val": VALIDATION_PATH, "archive": ARCHIVE_PATH}.get(split, UNSEEN_PATH)
     items = load_unseen(path)
     chosen = [it for it in items if split == "all" or it.split == split]
     tag, names, tickers_from = _tagging()
@@ -323,10 +330,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="precision on unseen CryptoLin headlines, derived events judged by hand")
     parser.add_argument("--cryptolin-csv", type=Path, default=CRYPTOLIN_CSV,
                         help="CryptoLin's train.csv (default: ../shared/data/sentiment/cryptolin/train.csv)")
-    parser.add_argument("--split", choices=("dev", "test", "all", "val"),
+    parser.add_argument("--split", choices=("dev", "test", "all", "val", "archive"),
                         help="score the unseen-news set (models/eval/events_unseen.jsonl) instead: its development "
                         "part, its held-out test part, or both; val: the validation set "
-                        "(models/eval/events_validation.jsonl, development items labelled later)")
+                        "(models/eval/events_validation.jsonl, development items labelled later); archive: "
+                        "development headlines without summaries (models/eval/events_archive.jsonl)")
     args = parser.parse_args(argv)
     try:
         if args.split:
