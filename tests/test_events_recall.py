@@ -36,6 +36,10 @@ DERIVED = [
     # token unlocks: one token, a day; an exact day in the summary beats the headline's "this week"
     ("Aptos Set to Unlock 11.3 Million APT on March 12", "",
      "Will the scheduled unlock of 11.3 million APT take place by March 12, 2026?"),
+    ("Sui Set to Unlock $250 Million Worth of SUI on March 6", "",
+     "Will the scheduled unlock of Sui tokens take place by March 6, 2026?"),
+    ("Aptos to Unlock 2% of APT Supply on March 12", "",
+     "Will the scheduled unlock of Aptos (APT) tokens take place by March 12, 2026?"),
     ("Sui Network to Unlock Millions of SUI This Week", "The Sui Network will unlock $250 million of SUI on March 6.",
      "Will the scheduled unlock of Sui tokens take place by March 6, 2026?"),
     # a named upgrade wins over a bare "mainnet" that precedes it
@@ -78,6 +82,14 @@ NOT_DERIVED = [
     "Cardano, Aptos and Sui Set for $600M Token Unlock This Month",
     "Pi Slides as 140 Million Tokens Unlock Over the Next Week",
     "Aptos Unlocked 11.3 Million APT on March 2",
+    # an unlock with no amount, or the week's unlocks of many projects led by one token
+    "Optimism Token Unlock Looms on March 30, OP Price Under Pressure",
+    "Aptos Token Unlock Scheduled for March 12",
+    "GameFi Projects Brace for $300M Token Unlock in March; IMX Dips",
+    "Starknet Leads $1.1 Billion in Token Unlocks Next Week",
+    # a level inside a condition: "if" the price gets there, something else follows
+    "Top Altcoins to Buy if Solana Drops Below $120 Next Month",
+    "What Happens to XRP Should It Break $3.50 in March?",
     # names that are amounts, adverbs or financial products
     "Cardano Will Launch 18.53 by March 30",
     "An Ethereum Story to Launch Globally on April 15th",

@@ -495,6 +495,10 @@ def reference_price(text: str, threshold: Amount) -> float | None:
     return None
 
 
+# "if"/"unless"/"in case" opening the clause that holds the level, with no clause break in between.
+_CONDITION = re.compile(r"\b(?:if|unless|in\s+case|should)\s+(?:[^,;:?!.\u2013\u2014]){0,60}$", re.I)
+
+
 def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None:
     """A price level with a forward-looking cue next to it, and the asset it is about."""
     for amount in find_amounts(unit):
@@ -506,6 +510,8 @@ def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None
             continue
         if re.match(r"\s*(?:\w+\s+)?for\s+the\s+first\s+time\b", right, re.I):
             continue  # "to surpass the $0.00001 mark for the first time since 2021": it happened
+        if _CONDITION.search(left[-80:]):
+            continue  # "Best coins to buy if Bitcoin falls below $30K": a condition, not a forecast
         after_mentions = [m for m in mentions if m.start >= amount.end and m.start - amount.end <= 2]
         if after_mentions and not amount.currency and not re.match(r"\s*(?:price|target|level)", unit[after_mentions[0].end:], re.I):
             continue  # "6 million ETH", "6,000 BTC": a number of coins
@@ -768,9 +774,20 @@ def find_unlock(unit: str, mentions: list[Mention]) -> Found | None:
     tickers = {m.ticker for m in mentions if m.ticker not in ("USDT", "USDC")}
     if len(tickers) != 1:
         return None  # "Cardano, Jito and Aptos set for $600M unlock": which question?
+    if re.search(r"\bunlocks\b", trig.group(0) + unit[trig.end() : trig.end() + 40], re.I) or \
+            re.search(r"\bprojects\b", unit[: trig.end() + 40], re.I):
+        return None  # "ARB leads $843M token unlocks this week": several tokens' unlocks, not one question
     ticker = next(iter(tickers))
     amount = _unlock_amount(unit[trig.end() : trig.end() + 60], ticker)
+    if amount is None and not _UNLOCK_SIZE.search(unit):
+        return None  # "APE token unlock looms on Sept. 17": no amount stated, nothing to settle against
     return Found(kind=UNLOCK, ticker=ticker, unit=unit, anchor=(trig.start(), trig.end()), subject=amount)
+
+
+# The size of an unlock when it is not "N million TICKER": "$250M of SUI", "18.3% of supply", "1 billion tokens".
+_UNLOCK_SIZE = re.compile(
+    r"\$\s?[\d.,]+\s*(?:[kmb]\b|million|billion)|\b[\d.,]+\s*%|\b[\d.,]+\s*(?:[kmb]\b|million|billion)\s+"
+    r"(?:\w+\s+)?tokens?\b|\b[\d.,]+\s*(?:million|billion)\s+[A-Z]{2,}\b", re.I)
 
 
 def _unlock_amount(text: str, ticker: str) -> str | None:
