@@ -25,7 +25,7 @@ import json
 import random
 import re
 import sys
-from collections import Counter, defaultdict
+from collections import Counter
 from datetime import datetime
 from pathlib import Path
 from urllib.parse import urlparse
@@ -33,6 +33,7 @@ from urllib.parse import urlparse
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from models.eval.build_sentiment_news import read_votes  # noqa: E402
 from models.sentiment.data import LABELS  # noqa: E402
 from models.sentiment.metrics import fleiss_kappa  # noqa: E402
 from models.splits import split_of  # noqa: E402
@@ -147,14 +148,7 @@ def pool(archive: Path, n: int, seed: int, out: Path) -> None:
 
 def merge(out: Path) -> None:
     items = {d["key"]: d for d in map(json.loads, (out / "items.jsonl").read_text(encoding="utf-8").splitlines())}
-    votes: dict[str, dict[int, str]] = defaultdict(dict)
-    for path in sorted((out / "labels").glob("*.r*.jsonl")):
-        reader = int(re.search(r"\.r(\d+)\.jsonl$", path.name).group(1))  # type: ignore[union-attr]
-        for line in path.read_text(encoding="utf-8").splitlines():
-            d = json.loads(line)
-            if d["label"] not in LABELS:
-                raise SystemExit(f"{path}: bad label {d['label']!r}")
-            votes[d["key"]][reader] = d["label"]
+    votes = read_votes([out / "labels"])
     rows, three_votes, dropped = [], [], 0
     for key, by_reader in votes.items():
         if len(by_reader) != 3:

@@ -31,6 +31,19 @@ OUT = ROOT / "models" / "eval"
 COLUMNS = ("id", "text", "label", "votes", "publisher", "domain", "published_at")
 
 
+def read_votes(folders: list[Path]) -> dict[str, dict[int, str]]:
+    """Each headline's labels by reader number, from the readers' files ``<chunk>.r<N>.jsonl`` in ``folders``."""
+    votes: dict[str, dict[int, str]] = defaultdict(dict)
+    for path in sorted(p for folder in folders for p in folder.glob("*.r*.jsonl")):
+        reader = int(re.search(r"\.r(\d+)\.jsonl$", path.name).group(1))  # type: ignore[union-attr]
+        for line in path.read_text(encoding="utf-8").splitlines():
+            d = json.loads(line)
+            if d["label"] not in LABELS:
+                raise SystemExit(f"{path}: bad label {d['label']!r}")
+            votes[d["key"]][reader] = d["label"]
+    return votes
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--items", type=Path, nargs="+", required=True)
@@ -38,14 +51,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     items = {d["key"]: d for f in args.items for d in map(json.loads, f.read_text(encoding="utf-8").splitlines()) if d}
-    votes: dict[str, dict[int, str]] = defaultdict(dict)
-    for path in sorted(p for folder in args.labels for p in folder.glob("*.r*.jsonl")):
-        reader = int(re.search(r"\.r(\d+)\.jsonl$", path.name).group(1))  # type: ignore[union-attr]
-        for line in path.read_text(encoding="utf-8").splitlines():
-            d = json.loads(line)
-            if d["label"] not in LABELS:
-                raise SystemExit(f"{path}: bad label {d['label']!r}")
-            votes[d["key"]][reader] = d["label"]
+    votes = read_votes(args.labels)
     rows = {"dev": [], "test": []}
     for key, by_reader in votes.items():
         if len(by_reader) != 3:
