@@ -265,3 +265,20 @@ def test_full_report_from_one_command_without_the_corpora(tmp_path: Path) -> Non
 
     text = format_full(report)
     assert "per-asset sentiment" in text and "goals:" in text and "news_test (1359 headlines)" in text
+
+
+def test_a_soup_of_the_shipped_delta_with_itself_reads_like_it(tmp_path: Path) -> None:
+    """`python -m models.soup` averages two deltas tensor by tensor; averaging a model with itself changes nothing
+    that matters, keeps the frozen word embeddings out of the delta, and refuses a weight outside 0..1."""
+    from models.soup import soup
+
+    path = soup(WEIGHTS_DIR, WEIGHTS_DIR, 0.3, tmp_path / "soup")
+    assert path.stat().st_size < 15_000_000  # the word embeddings stay the base's: not stored
+    texts = ["Bitcoin ETF inflows hit a record as BTC tops $100K", "Exchange hacked, $40M in ETH drained",
+             "Ethereum developers schedule a call for Thursday"]
+    ours = build_model(backend="fp32").predict(texts)
+    souped = build_model(tmp_path / "soup", backend="fp32").predict(texts)
+    assert [p.label for p in souped] == [p.label for p in ours]
+    assert all(abs(a.score - b.score) < 0.02 for a, b in zip(ours, souped, strict=True))
+    with pytest.raises(ValueError, match="within 0..1"):
+        soup(WEIGHTS_DIR, WEIGHTS_DIR, 1.5, tmp_path / "bad")

@@ -22,8 +22,9 @@ EVAL_DIR = Path(__file__).resolve().parents[1] / "eval"
 FEEDS_CSV = EVAL_DIR / "sentiment_feeds.csv"
 ASSETS_JSONL = EVAL_DIR / "sentiment_assets.jsonl"
 WEIGHTS_IN_GIT = "models/sentiment/weights"
-# The commit whose weights were shipped before the model trained with the news corpus.
-PREVIOUS_REVISION = "77a8940"
+# The commit whose weights were shipped before the current model (8d9eaee8e90e: CryptoLin + the first 1,642
+# development headlines); the one before it, CryptoLin alone (da65c4de96f9), is at 77a8940.
+PREVIOUS_REVISION = "031990a"
 GOALS = {"news_test_macro_f1": 0.80, "news_test_min_class_f1": 0.70, "cryptolin_holdout_macro_f1": 0.68,
          "tickers_precision": 0.97, "tickers_mainstream_recall": 0.93}
 
