@@ -6,13 +6,13 @@ Two steps; no label is made here.
 1. ``pool``: reads the monthly files (extracted from that commit into ``--archive``), keeps English headlines of
    development publishers (``models.splits``: none of the test part's publishers, nothing from 2025-05-01 on, no
    u.today, decrypt.co or bitcoinmagazine.com), drops every headline already in a labelled set of the project
-   (exact text, case and punctuation folded), and draws ``--n`` of them, spread over publishers and months. Writes
+   (exact text, case and punctuation folded; the archive file itself included), and draws ``--n`` of them, spread over publishers and months. Writes
    the items (with their provenance) and the chunks readers see (key and headline only).
-2. ``merge``: the three readers' files of each chunk into ``sentiment_archive_dev.csv`` (majority label, votes kept;
+2. ``merge``: the three readers' files of each chunk of every batch into ``sentiment_archive_dev.csv`` (majority label, votes kept;
    three different labels: left out) and prints the readers' agreement.
 
     python models/eval/build_sentiment_archive.py pool --archive DIR --n 8000 --out WORKDIR
-    python models/eval/build_sentiment_archive.py merge --out WORKDIR
+    python models/eval/build_sentiment_archive.py merge --out WORKDIR [WORKDIR2 ...]
 """
 
 from __future__ import annotations
@@ -75,7 +75,9 @@ def fold(text: str) -> str:
 def known_texts() -> set[str]:
     """Every headline of the project's labelled sets, folded."""
     out: set[str] = set()
-    for name in ("sentiment_news_dev.csv", "sentiment_news_test.csv", "sentiment_feeds.csv"):
+    for name in ("sentiment_news_dev.csv", "sentiment_news_test.csv", "sentiment_feeds.csv", OUT_CSV.name):
+        if not (EVAL / name).is_file():
+            continue
         with (EVAL / name).open(encoding="utf-8") as fh:
             out |= {fold(r["text"]) for r in csv.DictReader(fh)}
     for name in ("events_unseen.jsonl", "events_validation.jsonl", "sentiment_assets.jsonl", "tagging_news.jsonl"):
@@ -146,9 +148,10 @@ def pool(archive: Path, n: int, seed: int, out: Path) -> None:
                       "months": dict(sorted(Counter(d["published_at"][:7] for d in picked).items()))}, indent=1))
 
 
-def merge(out: Path) -> None:
-    items = {d["key"]: d for d in map(json.loads, (out / "items.jsonl").read_text(encoding="utf-8").splitlines())}
-    votes = read_votes([out / "labels"])
+def merge(outs: list[Path]) -> None:
+    items = {d["key"]: d for out in outs
+             for d in map(json.loads, (out / "items.jsonl").read_text(encoding="utf-8").splitlines())}
+    votes = read_votes([out / "labels" for out in outs])
     rows, three_votes, dropped = [], [], 0
     for key, by_reader in votes.items():
         if len(by_reader) != 3:
@@ -184,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=5)
     p.add_argument("--out", type=Path, required=True)
     m = sub.add_parser("merge")
-    m.add_argument("--out", type=Path, required=True)
+    m.add_argument("--out", type=Path, nargs="+", required=True, help="the work folders of every batch")
     args = ap.parse_args(argv)
     if args.cmd == "pool":
         pool(args.archive, args.n, args.seed, args.out)
