@@ -39,16 +39,22 @@ def test_news_sentiment_corpus_is_large_split_and_read_three_times() -> None:
 
 
 def test_archive_training_headlines_are_development_only_and_unseen_elsewhere() -> None:
-    """sentiment_archive_dev.csv is trained on: none of it may be a test-part item or repeat a labelled headline."""
+    """sentiment_archive*_dev.csv are trained on: none of them may be a test-part item or repeat a labelled headline
+    (of the corpus or of another archive batch)."""
     import csv
     import re
 
     def fold(text: str) -> str:
         return re.sub(r"[^a-z0-9]+", " ", text.lower()).strip()
 
-    with (EVAL / "sentiment_archive_dev.csv").open(encoding="utf-8", newline="") as fh:
-        rows = list(csv.DictReader(fh))
-    assert len(rows) >= 7000 and len({r["domain"] for r in rows}) >= 8
+    files = sorted(EVAL.glob("sentiment_archive*_dev.csv"))
+    assert files and files[0].name == "sentiment_archive_dev.csv"
+    rows = []
+    for path in files:
+        with path.open(encoding="utf-8", newline="") as fh:
+            part = list(csv.DictReader(fh))
+        assert len(part) >= 7000 and len({r["domain"] for r in part}) >= 8, path.name
+        rows += part
     for r in rows:
         assert split_of(r["domain"], datetime.fromisoformat(r["published_at"])) == "dev", r["id"]
         assert not any(r["domain"].endswith(d) for d in HELD_BACK)

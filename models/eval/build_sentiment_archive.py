@@ -75,9 +75,8 @@ def fold(text: str) -> str:
 def known_texts() -> set[str]:
     """Every headline of the project's labelled sets, folded."""
     out: set[str] = set()
-    for name in ("sentiment_news_dev.csv", "sentiment_news_test.csv", "sentiment_feeds.csv", OUT_CSV.name):
-        if not (EVAL / name).is_file():
-            continue
+    archives = sorted(p.name for p in EVAL.glob("sentiment_archive*_dev.csv"))
+    for name in ("sentiment_news_dev.csv", "sentiment_news_test.csv", "sentiment_feeds.csv", *archives):
         with (EVAL / name).open(encoding="utf-8") as fh:
             out |= {fold(r["text"]) for r in csv.DictReader(fh)}
     for name in ("events_unseen.jsonl", "events_validation.jsonl", "sentiment_assets.jsonl", "tagging_news.jsonl"):
@@ -148,7 +147,7 @@ def pool(archive: Path, n: int, seed: int, out: Path) -> None:
                       "months": dict(sorted(Counter(d["published_at"][:7] for d in picked).items()))}, indent=1))
 
 
-def merge(outs: list[Path]) -> None:
+def merge(outs: list[Path], csv_path: Path = OUT_CSV) -> None:
     items = {d["key"]: d for out in outs
              for d in map(json.loads, (out / "items.jsonl").read_text(encoding="utf-8").splitlines())}
     votes = read_votes([out / "labels" for out in outs])
@@ -166,7 +165,7 @@ def merge(outs: list[Path]) -> None:
         rows.append({"id": key, "text": it["title"], "label": label, "votes": "|".join(three),
                      "publisher": it["publisher"], "domain": it["domain"], "published_at": it["published_at"]})
     rows.sort(key=lambda r: (r["domain"], r["published_at"], r["id"]))
-    with OUT_CSV.open("w", newline="", encoding="utf-8") as fh:
+    with csv_path.open("w", newline="", encoding="utf-8") as fh:
         writer = csv.DictWriter(fh, fieldnames=("id", "text", "label", "votes", "publisher", "domain", "published_at"))
         writer.writeheader()
         writer.writerows(rows)
@@ -187,12 +186,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=5)
     p.add_argument("--out", type=Path, required=True)
     m = sub.add_parser("merge")
-    m.add_argument("--out", type=Path, nargs="+", required=True, help="the work folders of every batch")
+    m.add_argument("--out", type=Path, nargs="+", required=True, help="the work folders of the batches")
+    m.add_argument("--csv", type=Path, default=OUT_CSV,
+                   help="where to write (batch 2: models/eval/sentiment_archive2_dev.csv; the shipped model learned "
+                        "from sentiment_archive_dev.csv, which stays as it was)")
     args = ap.parse_args(argv)
     if args.cmd == "pool":
         pool(args.archive, args.n, args.seed, args.out)
     else:
-        merge(args.out)
+        merge(args.out, args.csv)
     return 0
 
 
