@@ -42,10 +42,8 @@ def test_archive_training_headlines_are_development_only_and_unseen_elsewhere() 
     """sentiment_archive*_dev.csv are trained on: none of them may be a test-part item or repeat a labelled headline
     (of the corpus or of another archive batch)."""
     import csv
-    import re
 
-    def fold(text: str) -> str:
-        return re.sub(r"[^a-z0-9]+", " ", text.lower()).strip()
+    from models.eval.build_sentiment_archive import fold
 
     files = sorted(EVAL.glob("sentiment_archive*_dev.csv"))
     assert "sentiment_archive_dev.csv" in {p.name for p in files}

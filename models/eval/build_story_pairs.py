@@ -31,13 +31,11 @@ HARD_SHARE = 0.18
 PRICE_SHARE = 0.0
 
 
-# events_validation.jsonl holds development items only (Jan 2024 - Apr 2025, development publishers).
-ITEM_FILES = ("events_unseen.jsonl", "events_validation.jsonl")
-
-
 def _items() -> list[dict]:
-    return [json.loads(line) for name in ITEM_FILES for line in (EVAL / name).read_text().splitlines()
-            if line.strip()]
+    # events_unseen.jsonl and events_validation.jsonl (development items only), as the stories evaluation reads them
+    from pipeline.stories.evaluate import load_rows
+
+    return load_rows()
 
 
 def candidates(split: str, n: int, seed: int, out: Path, price_share: float = PRICE_SHARE) -> None:
