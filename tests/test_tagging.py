@@ -40,6 +40,16 @@ TICKER_CASES = [
     ("Ripple sued by former payments partner seeking $120 million", []),
     ("XRP price dips despite Ripple's $500 million share buyback", ["XRP"]),
     ("Coinbase to list new tokens next week", []),
+    # an app's name is the app; its token needs a token word, a price move, its symbol or a list of assets
+    ("Lido DAO votes to cap its share of staked ether", ["ETH"]),
+    ("Aave Labs hires a new chief legal officer", []),
+    ("Grant from the Compound treasury funds a wallet audit", []),
+    ("Axie Infinity adds a new breeding season", []),
+    ("Aave jumps 9% as lenders return", ["AAVE"]),
+    ("Uniswap token holders approve the fee switch", ["UNI"]),
+    ("Uniswap (UNI) breaks out of a two-month range", ["UNI"]),
+    ("Bitcoin, Solana and Aave lead a quiet weekend", ["BTC", "SOL", "AAVE"]),
+    ("An Ethereum Story worth telling", ["ETH"]),
     ("Binance delists five low-cap tokens", []),
     ("Tether offers to buy Italian football club Juventus", []),
     ("Tether mints $1 billion USDT on Tron", ["USDT", "TRX"]),
@@ -107,6 +117,12 @@ def test_topics_multi_label() -> None:
     tags = get_tagger().tag("SEC sues crypto exchange over unregistered tokens as bitcoin plunges 8%")
     assert {"regulation", "lawsuits", "exchanges", "pricemovement"} <= set(tags.topics)
     assert set(tags.topics) <= set(TOPICS)
+
+
+def test_an_app_name_that_is_not_its_token_still_tells_the_topic() -> None:
+    tags = get_tagger().tag("Aave Labs hires a new chief legal officer")
+    assert tags.symbols == [] and "defi" in tags.topics
+    assert get_tagger().tag("compound interest explained").topics == []
 
 
 def test_registry_contents() -> None:
@@ -238,16 +254,17 @@ def _check_labelled_set(origins: dict) -> None:
 
 
 def test_evaluation_meets_the_floors() -> None:
-    # Floors a little under what was measured (docs/tagging.md: all 1.000 / 0.979 / 0.922, held-out
-    # 1.000 / 0.954 / 0.918), so a regression fails here.
+    # Floors a little under what was measured (docs/tagging.md: all 1.000 / 0.932 / 0.915, held-out
+    # 1.000 / 0.919 / 0.912), so a regression fails here. This set's one annotator took an app's name for its
+    # token ("Aave v4 launch" -> AAVE); the three-reader sets and the tagger do not, hence the lower recall.
     result = evaluate("all")
     assert result["headlines"] >= 300
     assert result["tickers"]["precision"] >= 0.98
-    assert result["tickers"]["recall"] >= 0.95
+    assert result["tickers"]["recall"] >= 0.92
     assert result["topics"]["f1"] >= 0.89
     held = evaluate("holdout")
     assert held["tickers"]["precision"] >= 0.97
-    assert held["tickers"]["recall"] >= 0.93
+    assert held["tickers"]["recall"] >= 0.90
     assert held["topics"]["f1"] >= 0.88
 
 
@@ -294,8 +311,8 @@ def test_cli_tag_without_a_headline_is_a_clear_error() -> None:
 @pytest.mark.parametrize(
     ("headline", "day", "symbols"),
     [
-        ("Uniswap goes live on Polygon", date(2021, 12, 22), ["MATIC", "UNI"]),
-        ("Uniswap goes live on Polygon", date(2025, 3, 1), ["POL", "UNI"]),
+        ("Uniswap goes live on Polygon", date(2021, 12, 22), ["MATIC"]),
+        ("Uniswap goes live on Polygon", date(2025, 3, 1), ["POL"]),
         ("Layer by Layer: Fantom, Tezos and Polkadot", date(2021, 9, 10), ["FTM", "XTZ", "DOT"]),
         ("Sonic (formerly Fantom) doubles its TVL", date(2025, 6, 1), ["S"]),
         ("Binance integrates Ethereum Layer 2 network Arbitrum One", date(2021, 11, 19), ["ETH"]),

@@ -30,6 +30,9 @@ class Asset:
     former_symbols: tuple[str, ...]
     # Names or aliases that are also ordinary words ("Near", "Flow"): they need a crypto word next to them.
     weak: tuple[str, ...] = ()
+    # Names or aliases that are also an app, protocol, game or firm ("Uniswap", "Lido", "Axie Infinity"): the
+    # name alone is the app; the token needs a token word or a price move next to it ("Uniswap token").
+    app: tuple[str, ...] = ()
     since: date | None = None  # first day it traded (under any symbol); before it, no article names the asset
     renamed: date | None = None  # the day `symbol` replaced `former_symbols[0]` (MATIC -> POL on 2024-09-04)
 
@@ -82,8 +85,8 @@ def _strings(entry: dict[str, Any], key: str, where: str) -> tuple[str, ...]:
 def _asset(entry: Any, where: str) -> Asset:
     if not isinstance(entry, dict):
         raise RegistryError(f"{where}: each asset must be a mapping with symbol, name, kind, got {entry!r}")
-    unknown = set(entry) - {"symbol", "name", "aliases", "kind", "ambiguous", "weak", "former_symbols", "since",
-                            "renamed"}
+    unknown = set(entry) - {"symbol", "name", "aliases", "kind", "ambiguous", "weak", "app", "former_symbols",
+                            "since", "renamed"}
     if unknown:
         raise RegistryError(f"{where}: unknown field(s) {sorted(unknown)}")
     symbol = str(entry.get("symbol", "")).strip()
@@ -105,6 +108,13 @@ def _asset(entry: Any, where: str) -> Asset:
     stray = [w for w in weak if w.casefold() not in known]
     if stray:
         raise RegistryError(f"{where}: weak names {stray} must also be the name or an alias")
+    app = _strings(entry, "app", where)
+    stray = [w for w in app if w.casefold() not in known]
+    if stray:
+        raise RegistryError(f"{where}: app names {stray} must also be the name or an alias")
+    both = {w.casefold() for w in weak} & {w.casefold() for w in app}
+    if both:
+        raise RegistryError(f"{where}: {sorted(both)} cannot be both weak and app names; keep one")
     former = _strings(entry, "former_symbols", where)
     for old in former:
         if not _SYMBOL.match(old):
@@ -112,7 +122,7 @@ def _asset(entry: Any, where: str) -> Asset:
     since, renamed = _date(entry, "since", where), _date(entry, "renamed", where)
     if renamed and not former:
         raise RegistryError(f"{where}: `renamed` needs `former_symbols` (the symbol used before that day)")
-    return Asset(symbol, name, aliases, kind, ambiguous, former, weak, since, renamed)
+    return Asset(symbol, name, aliases, kind, ambiguous, former, weak, app, since, renamed)
 
 
 def _date(entry: dict[str, Any], key: str, where: str) -> date | None:

@@ -94,13 +94,16 @@ class Tagger:
         summary = clean(summary) if summary else ""
         summary_toks = tokenize(summary) if summary else None
         summary_crypto = summary_toks is not None and not CRYPTO_WORDS.isdisjoint(summary_toks.lows)
-        in_title = self.index.find(title_toks, extra_context=summary_crypto)
-        in_summary = self.index.find(summary_toks, extra_context=bool(in_title)) if summary_toks else []
+        # App names that are not their token ("Uniswap goes live") still tell the topic (defi).
+        title_apps: list[Mention] = []
+        summary_apps: list[Mention] = []
+        in_title = self.index.find(title_toks, extra_context=summary_crypto, apps=title_apps)
+        in_summary = self.index.find(summary_toks, extra_context=bool(in_title), apps=summary_apps) if summary_toks else []
 
-        fired = self.matcher.match(title_toks, in_title)
+        fired = self.matcher.match(title_toks, in_title + title_apps if title_apps else in_title)
         if summary_toks:
             lead_toks = tokenize(_lead(summary))
-            fired |= self.matcher.match(lead_toks, [m for m in in_summary if m[1] < len(lead_toks)])
+            fired |= self.matcher.match(lead_toks, [m for m in in_summary + summary_apps if m[1] < len(lead_toks)])
         slugs = self.matcher.slugs
         topics = [slugs[i] for i in sorted(fired)] if fired else []
         return Tags(_rank(in_title, in_summary) if in_title or in_summary else [], topics)

@@ -11,6 +11,9 @@ costs a few dict lookups (no per-asset regex). The rules, in order of evidence:
 - a weak name (Near, Flow, Cosmos, Curve, ...) counts only next to a crypto noun ("Flow blockchain", "Sui
   network", "DeFi protocol Curve"), a price move with a figure ("Near jumps 8%"), or in a list with another
   asset ("Dogecoin, Pepe and Solana").
+- an app name (Uniswap, Lido, Axie Infinity: the app, protocol, game or firm as well as its token) counts only
+  next to a token word ("Uniswap token", "Aave price"), with a price move and a figure ("Aave jumps 8%"), beside
+  its own symbol ("Uniswap (UNI)"), or in a list with another asset; "Uniswap goes live on Polygon" names none.
 - single-letter symbols (S, A, W) only as cashtags or in pairs.
 - in a pair the quote currency is not a mention when it is fiat or a stablecoin (ETH-USDT -> ETH only).
 - companies are not assets: "Coinbase", "Binance", "Ripple", "Tether" give nothing by themselves.
@@ -55,6 +58,16 @@ NOUNS_BEFORE = frozenset("""
 protocol protocols network networks blockchain blockchains token tokens coin coins memecoin memecoins
 altcoin altcoins layer l2 rollup rollups dex defi stablecoin
 """.split())
+# After an app name these make it the token ("Uniswap token", "Aave price"); the app's own nouns (DAO, protocol,
+# labs, v3) do not.
+TOKEN_AFTER = frozenset("""
+price prices token tokens coin coins holders whales futures etf etfs airdrop airdrops memecoin
+""".split())
+TOKEN_BEFORE = frozenset({"token", "tokens", "coin", "coins", "altcoin", "altcoins"})
+# Price moves only: "Aave protocol $10M" is the app, "Aave jumps 8%" the token.
+MOVE_WORDS = PRICE_WORDS - CRYPTO_WORDS - {"etf", "etfs", "network", "protocol", "chain", "ecosystem", "foundation",
+                                           "trades", "trading", "holders", "whales", "futures", "perps", "perpetuals",
+                                           "liquidations"}
 # "USDT on Tron", "USDC on Sui": an asset carried on a chain.
 CARRIED_ON = frozenset({"on", "to"})
 # After an upper-case ambiguous symbol these show an acronym, not a ticker ("APT group", "DOT officials").
@@ -81,12 +94,14 @@ class TickerIndex:
 
     def __init__(self, assets: list[Asset]) -> None:
         self.symbols: dict[str, tuple[str, bool]] = {}  # upper-case form -> (symbol, ambiguous)
-        self.names: dict[str, tuple[str, bool]] = {}  # lower-case name, words joined by " " -> (symbol, weak)
+        # lower-case name, words joined by " " -> (symbol, evidence: 0 strong, 2 weak, 3 app; capitalised)
+        self.names: dict[str, tuple[str, int, bool]] = {}
         self.multi: dict[str, int] = {}  # first word of a multi-word name -> most words of such names
         for a in assets:
             for form in (a.symbol, *a.former_symbols):
                 self.symbols[form] = (a.symbol, a.ambiguous or len(form) == 1)
             weak = {w.casefold() for w in a.weak}
+            app = {w.casefold() for w in a.app}
             for name in a.names():
                 key = " ".join(tokenize(name).lows)
                 if not key:
@@ -94,7 +109,9 @@ class TickerIndex:
                 # An ambiguous symbol that is also the name ("IOTA", "NEO") keeps the symbol's rules.
                 if a.ambiguous and name.upper() in (a.symbol, *a.former_symbols) and name.casefold() not in weak:
                     continue
-                self.names[key] = (a.symbol, name.casefold() in weak)
+                folded = name.casefold()
+                evidence = 2 if folded in weak else 3 if folded in app else 0
+                self.names[key] = (a.symbol, evidence, name[:1].isupper())
                 words = key.split(" ")
                 if len(words) > 1:
                     self.multi[words[0]] = max(self.multi.get(words[0], 0), len(words))
@@ -106,8 +123,9 @@ class TickerIndex:
         }
         self.upper_set = self.symbol_set | frozenset(self.concat)
 
-    def find(self, toks: Tokens, extra_context: bool = False) -> list[Mention]:
-        """Mentions in one text, in order; `extra_context` says a sibling field is about crypto."""
+    def find(self, toks: Tokens, extra_context: bool = False, apps: list[Mention] | None = None) -> list[Mention]:
+        """Mentions in one text, in order; `extra_context` says a sibling field is about crypto. App names that
+        are not their token ("Uniswap goes live") are added to `apps` when given: they still tell the topic."""
         words, lows, kinds = toks.words, toks.lows, toks.kinds
         # Most headlines name no asset: two set intersections (in C) decide that before any Python loop.
         named = self.name_set.intersection(lows)
@@ -121,7 +139,7 @@ class TickerIndex:
             starts = [i for i in range(n) if lows[i] in named or words[i] in upper or kinds[i] == CASHTAG]
         else:
             starts = [i for i in range(n) if lows[i] in named or words[i] in upper]
-        # (symbol, first token, last token + 1, evidence): 0 strong, 1 ambiguous symbol, 2 weak name
+        # (symbol, first token, last token + 1, evidence): 0 strong, 1 ambiguous symbol, 2 weak name, 3 app name
         cands: list[tuple[str, int, int, int]] = []
         free = 0  # tokens before this index belong to a multi-word name already found
         for i in starts:
@@ -139,7 +157,7 @@ class TickerIndex:
                 for size in range(min(longest, n - i), 1, -1):
                     hit = self.names.get(" ".join(lows[i : i + size]))
                     if hit:
-                        cands.append((hit[0], i, i + size, 2 if hit[1] else 0))
+                        cands.append((hit[0], i, i + size, hit[1]))
                         free = i + size
                         break
                 if hit:
@@ -152,7 +170,7 @@ class TickerIndex:
             elif low in named:
                 hit = self.names.get(low)
                 if hit:
-                    cands.append((hit[0], i, i + 1, 2 if hit[1] else 0))
+                    cands.append((hit[0], i, i + 1, hit[1]))
             elif word in upper:
                 cands.append((self.concat[word], i, i + 1, 0))
         if not cands:
@@ -176,13 +194,37 @@ class TickerIndex:
                         ok = stop < n and lows[stop] in NOUNS_AFTER
                     else:
                         ok = context or _price_near(toks, start)
-                else:
+                elif evidence == 2:
                     ok = _weak_name_ok(toks, start, stop, covered)
+                else:
+                    ok = self._app_name_ok(toks, symbol, start, stop, covered)
+                    if not ok and apps is not None and self._app_cased(toks, start, stop):
+                        apps.append((symbol, start))
                 if ok:
                     strong.add(symbol)
                     covered.update(range(start, stop))
                     context = True  # an accepted asset makes the text about crypto for the rest
         return [(c[0], c[1]) for c in cands if c[0] in strong]
+
+    def _app_name_ok(self, toks: Tokens, symbol: str, start: int, stop: int, covered: set[int]) -> bool:
+        words, lows, kinds = toks.words, toks.lows, toks.kinds
+        n = len(lows)
+        if not self._app_cased(toks, start, stop):
+            return False
+        if stop < n:
+            nxt = lows[stop]
+            if nxt in TOKEN_AFTER or self.symbols.get(words[stop], ("",))[0] == symbol:
+                return True  # "Uniswap token", "Uniswap (UNI)"
+            if nxt in MOVE_WORDS and any(k in (PCT, MONEY) for k in kinds[stop + 1 : stop + 4]):
+                return True
+        if any(lows[j] in TOKEN_BEFORE for j in range(max(0, start - 2), start)):
+            return True
+        return _in_list(toks, start, stop, covered)
+
+    def _app_cased(self, toks: Tokens, start: int, stop: int) -> bool:
+        """False for an app name registered capitalised but written in lower case ("curve", "compound": a word)."""
+        cased = self.names.get(" ".join(toks.lows[start:stop]), ("", 3, False))[2]
+        return not (cased and toks.words[start][:1].islower())
 
     def _pair(self, toks: Tokens, i: int) -> int:
         """1 when token i is the base of a pair, 2 when it is a stable quote of one, else 0."""
@@ -238,6 +280,12 @@ def _weak_name_ok(toks: Tokens, start: int, stop: int, covered: set[int]) -> boo
             return True
     if start >= 2 and lows[start - 1] in CARRIED_ON and start - 2 in covered:
         return True
+    return _in_list(toks, start, stop, covered)
+
+
+def _in_list(toks: Tokens, start: int, stop: int, covered: set[int]) -> bool:
+    lows, seps = toks.lows, toks.seps
+    n = len(lows)
     # In a list with an asset: "Dogecoin, Pepe and Solana", "Uniswap, Curve".
     if start - 1 in covered and seps[start - 1].strip() in (",", "&"):
         return True
