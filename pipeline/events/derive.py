@@ -6,11 +6,13 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from functools import lru_cache
 
 from pipeline.events.dates import default_price_date
 from pipeline.events.ids import event_id
+from pipeline.events.learned import Candidate, candidates, default_model
 from pipeline.events.numbers import find_amounts, format_money
-from pipeline.events.reference import Reference, default_reference
+from pipeline.events.reference import DIRECTION_MARGIN, Reference, default_reference
 from pipeline.events.templates import (
     ETF,
     LISTING,
@@ -94,6 +96,7 @@ def derive_events(
     aliases: Mapping[str, Iterable[str]] | None = None,
     reference: Reference | None = None,
     refused: dict[str, str] | None = None,
+    learned: bool = True,
 ) -> list[EventCandidate]:
     """The events the articles support, one per distinct question, oldest source first.
 
@@ -105,7 +108,7 @@ def derive_events(
     reference = reference or default_reference()
     groups: dict[str, list[EventCandidate]] = {}
     for article in articles:
-        candidate = derive_article(article, names, finder, reference, refused)
+        candidate = derive_article(article, names, finder, reference, refused, learned)
         if candidate is not None:
             groups.setdefault(candidate.id, []).append(candidate)
     events = []
@@ -120,17 +123,25 @@ def derive_events(
 
 def derive_article(
     article: ArticleIn, names: Mapping[str, str], finder: AssetFinder, reference: Reference | None = None,
-    refused: dict[str, str] | None = None,
+    refused: dict[str, str] | None = None, learned: bool = True,
 ) -> EventCandidate | None:
-    """The one event an article supports, or None."""
+    """The one event an article supports, or None: the rules' first question; when they find none (and
+    ``learned``), the price level the learned model (``pipeline.events.learned``) is surest of, at its threshold."""
     reference = reference or default_reference()
     tickers = set(article.tickers or ())
-    if not tickers:
+    apps = app_tickers()
+    if not tickers and not apps:
         return None
     published = _naive_utc(article.published_at)
     title, summary = clean(article.title), clean(article.summary)
+    # An app's own upgrade ("Aave v4 mainnet launch") is a question about its token, though the tagger rightly
+    # does not take the app's name alone for the token; such a headline names the app.
+    in_title = finder.find(title) if title else []
+    named_apps = {m.ticker for m in in_title} & apps
+    if not tickers and not named_apps:
+        return None
     units = [title, *sentences(summary)] if title else sentences(summary)
-    mentions = [finder.find(u) for u in units]
+    mentions = [in_title, *(finder.find(u) for u in units[1:])] if title else [finder.find(u) for u in units]
     title_name = next((n for u, ms in zip(units, mentions, strict=True) if (n := upgrade_name(u, ms))), None)
     title_tickers = {m.ticker for m in mentions[0]} if units else set()
     fallback = next(iter(title_tickers)) if len(title_tickers) == 1 else None
@@ -144,7 +155,8 @@ def derive_article(
             find_upgrade(unit, ms, published, title_name, fallback),
             find_unlock(unit, ms),
         ):
-            if found is None or found.ticker not in tickers:
+            if found is None or (found.ticker not in tickers
+                                 and not (found.kind == UPGRADE and found.ticker in named_apps)):
                 continue
             if found.kind == PRICE and found.comparator is None:
                 direction = direction_by_reference(found, published, reference)
@@ -161,12 +173,45 @@ def derive_article(
                     refused.setdefault(key, reason)
                 continue
             return _candidate(article, found, when, names, title, summary, published)
+    if not learned:
+        return None
+    # Scored first (cheap), checked and dated only when sure enough: the surest viable level is the question.
+    model = default_model()
+    scored = [(p, c) for c in candidates(units, mentions, tickers, published, reference)
+              if c.found.comparator is not None and (p := model.probability(c.features)) >= model.threshold]
+    for _, cand in sorted(scored, key=lambda s: -s[0]):
+        for viable, when in viable_candidates(units, mentions, tickers, published, reference, names, [cand]):
+            return _candidate(article, viable.found, when, names, title, summary, published)
     return None
 
 
-# A level the words give no direction for is "above" when it is this far above the asset's reference price
-# (and "below" when as far below it); nearer, the table is too coarse to tell.
-DIRECTION_MARGIN = 1.25
+@lru_cache(maxsize=1)
+def app_tickers() -> frozenset[str]:
+    """Tickers whose names are also an app, protocol, game or firm (the registry's ``app`` names)."""
+    try:
+        from models.tagging import load_registry
+    except ModuleNotFoundError as exc:  # derivation works without the tagging package, as the evaluation does
+        if exc.name not in ("models", "models.tagging"):
+            raise
+        return frozenset()
+    return frozenset(a.symbol for a in load_registry() if a.app)
+
+
+def viable_candidates(units: list[str], mentions: list[list[Mention]], tickers: set[str], published: datetime,
+                      reference: Reference, names: Mapping[str, str],
+                      found: list[Candidate] | None = None) -> list[tuple[Candidate, datetime]]:
+    """The learned model's candidate levels (``found``, else all of the article's) that pass every check
+    (``refusal``) and have a resolution date."""
+    out = []
+    for cand in candidates(units, mentions, tickers, published, reference) if found is None else found:
+        if refusal(cand.found, published, reference, names, tickers - {cand.found.ticker}) is not None:
+            continue
+        when = _resolution_date(cand.found, cand.index, units, published, mentions)
+        if when is not None:
+            out.append((cand, when))
+    return out
+
+
 
 
 def direction_by_reference(found: Found, published: datetime, reference: Reference) -> str | None:

@@ -126,7 +126,7 @@ def _matches(label: Mapping[str, Any], event: EventCandidate) -> list[str]:
     return wrong
 
 
-def evaluate(path: Path = EVAL_PATH) -> dict[str, Any]:
+def evaluate(path: Path = EVAL_PATH, learned: bool = True) -> dict[str, Any]:
     rows = load_rows(path)
     tag, names, tickers_from = _tagging()
     finder = AssetFinder(names)
@@ -137,7 +137,7 @@ def evaluate(path: Path = EVAL_PATH) -> dict[str, Any]:
         article = ArticleIn(row.key, row.title, row.summary, None, None, row.source_name, row.published_at,
                             tickers, topics)
         articles.append(article)
-        derived[row.key] = derive_article(article, names, finder)
+        derived[row.key] = derive_article(article, names, finder, learned=learned)
 
     counts = {k: {"labelled": 0, "derived": 0, "correct": 0} for k in (*KINDS, "all")}
     by_origin: dict[str, dict[str, int]] = {}
@@ -211,12 +211,12 @@ def evaluate(path: Path = EVAL_PATH) -> dict[str, Any]:
         },
         "by_kind": {k: v for k, v in counts.items() if k != "all"},
         "by_origin": by_origin,
-        "distinct_events": len(derive_events(articles, names)),
+        "distinct_events": len(derive_events(articles, names, learned=learned)),
         "errors": errors,
     }
 
 
-def evaluate_cryptolin(csv_path: Path, judged_path: Path = CRYPTOLIN_JUDGED) -> dict[str, Any]:
+def evaluate_cryptolin(csv_path: Path, learned: bool = True, judged_path: Path = CRYPTOLIN_JUDGED) -> dict[str, Any]:
     """Derive events from the CryptoLin headlines (published at noon UTC on their date) and score each derived
     event against its hand judgment. Precision only: the 2,146 headlines are not all labelled."""
     import csv
@@ -238,7 +238,7 @@ def evaluate_cryptolin(csv_path: Path, judged_path: Path = CRYPTOLIN_JUDGED) -> 
         published = datetime.fromisoformat(row["date"][:10]).replace(hour=12)
         tickers, topics = tag(row["text"], "", published)
         event = derive_article(ArticleIn(row["id"], row["text"], "", None, None, "CryptoLin", published, tickers,
-                                         topics), names, finder)
+                                         topics), names, finder, learned=learned)
         if event is None:
             continue
         derived += 1
@@ -263,7 +263,7 @@ def evaluate_cryptolin(csv_path: Path, judged_path: Path = CRYPTOLIN_JUDGED) -> 
     }
 
 
-def evaluate_unseen(split: str, path: Path | None = None) -> dict[str, Any]:
+def evaluate_unseen(split: str, path: Path | None = None, learned: bool = True) -> dict[str, Any]:
     """Precision and recall on the unseen-news set's ``split`` (dev, test or all; val: the validation set; archive:
     the archive's development headlines), with reader agreement."""
     from pipeline.events.unseen import (
@@ -284,7 +284,7 @@ def evaluate_unseen(split: str, path: Path | None = None) -> dict[str, Any]:
     def derive(it: Any) -> EventCandidate | None:
         tickers, topics = tag(it.title, it.summary, it.published_at)
         return derive_article(ArticleIn(it.key, it.title, it.summary, None, None, it.publisher, it.published_at,
-                                        tickers, topics), names, finder)
+                                        tickers, topics), names, finder, learned=learned)
 
     report = score(chosen, derive)
     return {
@@ -330,6 +330,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="precision on unseen CryptoLin headlines, derived events judged by hand")
     parser.add_argument("--cryptolin-csv", type=Path, default=CRYPTOLIN_CSV,
                         help="CryptoLin's train.csv (default: ../shared/data/sentiment/cryptolin/train.csv)")
+    parser.add_argument("--rules-only", action="store_true",
+                        help="the rules alone, without the learned price model (pipeline.events.learned)")
     parser.add_argument("--split", choices=("dev", "test", "all", "val", "archive"),
                         help="score the unseen-news set (models/eval/events_unseen.jsonl) instead: its development "
                         "part, its held-out test part, or both; val: the validation set "
@@ -338,13 +340,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.split:
-            report = evaluate_unseen(args.split, args.path if args.path != EVAL_PATH else None)
+            report = evaluate_unseen(args.split, args.path if args.path != EVAL_PATH else None, not args.rules_only)
             if args.json:
                 print(json.dumps(report, indent=2))
             else:
                 _print_unseen(report, args.errors)
             return 0
-        report = evaluate_cryptolin(args.cryptolin_csv) if args.cryptolin else evaluate(args.path)
+        report = (evaluate_cryptolin(args.cryptolin_csv, not args.rules_only) if args.cryptolin
+                  else evaluate(args.path, not args.rules_only))
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

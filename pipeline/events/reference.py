@@ -26,6 +26,9 @@ PRICE_BAND = (0.2, 10.0)
 # as Bitcoin eyes $100K" gives ETH no $100K question). Counts stay out: they are thousands of times off.
 FORECAST_BAND = (0.05, 60.0)
 LIVE_FOR = timedelta(days=365)
+# A level the words give no direction for is "above" when it is this far above the asset's reference price
+# (and "below" when as far below it); nearer, the table is too coarse to tell.
+DIRECTION_MARGIN = 1.25
 
 
 @dataclass
