@@ -29,7 +29,9 @@ from pipeline.events.templates import (
     _NEGATED,
     _NOT_A_PRICE,
     _PAST_GUARD,
+    FIRST_TIME,
     MAX_PRICE,
+    PREP_BEFORE,
     PRICE,
     Found,
     Mention,
@@ -40,8 +42,6 @@ from pipeline.events.templates import (
 MODEL_PATH = Path(__file__).resolve().with_name("data") / "price_model.json"
 UNITS = 3  # the headline and the first two summary sentences
 _WORD = re.compile(r"[A-Za-z]+|\?|!|%|\$")
-_FIRST_TIME = re.compile(r"\s*(?:\w+\s+)?for\s+the\s+first\s+time\b", re.I)
-_PREP = re.compile(r"\b(above|over|past|beyond|below|under|beneath)\s+(?:the\s+)?$", re.I)
 _DOWN = re.compile(
     r"\b(?:drop|fall|crash|plunge|dip|decline|slide|sink|tumble|dump|lose|retrace|retest)(?:s|es|ing|ped|ping)?\b"
     r"|\b(?:correction|bounce-back|support|lows?|bottom|floor|bear(?:ish)?|breakdown|hold(?:s|ing)?)\b",
@@ -66,7 +66,7 @@ def direction(unit: str, start: int, end: int, reference_price: float | None, va
     one kind of move word before it, else where the level lies against the reference price; None when the words
     say nothing and the level is too near the reference price to tell (as for the rules: "headed to $150")."""
     left = unit[max(0, start - 45) : start]
-    prep = _PREP.search(left)
+    prep = PREP_BEFORE.search(left)
     if prep:
         return "above" if prep.group(1).lower() in ("above", "over", "past", "beyond") else "below"
     level = _LEVEL.match(unit[end:])
@@ -123,7 +123,7 @@ def candidates(units: list[str], mentions: list[list[Mention]], tickers: set[str
             # The guideline's refusals hold here too: a condition ("should it break $3.50"), a level denied
             # ("may never fall below $1"), a move that already failed or happened.
             if (_CONDITION.search(left[-80:]) or _NEGATED.search(left[-60:]) or _PAST_GUARD.search(left[-40:])
-                    or _FIRST_TIME.match(right)):
+                    or FIRST_TIME.match(right)):
                 continue
             after = [m for m in found_here if m.start >= amount.end and m.start - amount.end <= 2]
             nominal = bool(after) and not unit[amount.end : after[0].start].strip()

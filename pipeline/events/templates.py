@@ -495,6 +495,10 @@ def reference_price(text: str, threshold: Amount) -> float | None:
     return None
 
 
+# "to surpass the $0.00001 mark for the first time since 2021": it happened.
+FIRST_TIME = re.compile(r"\s*(?:\w+\s+)?for\s+the\s+first\s+time\b", re.I)
+# A preposition right before the amount: the strongest direction signal ("close above", "dip below").
+PREP_BEFORE = re.compile(r"\b(above|over|past|beyond|below|under|beneath)\s+(?:the\s+)?$", re.I)
 # "if"/"unless"/"in case" opening the clause that holds the level, with no clause break in between.
 _CONDITION = re.compile(r"\b(?:if|unless|in\s+case|should)\s+(?:[^,;:?!.\u2013\u2014]){0,60}$", re.I)
 
@@ -508,7 +512,7 @@ def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None
         right = unit[amount.end :]
         if _NOT_A_PRICE.match(right) or _COUNT_AFTER.match(right) or _COUNT_BEFORE.search(left[-60:]):
             continue
-        if re.match(r"\s*(?:\w+\s+)?for\s+the\s+first\s+time\b", right, re.I):
+        if FIRST_TIME.match(right):
             continue  # "to surpass the $0.00001 mark for the first time since 2021": it happened
         if _CONDITION.search(left[-80:]):
             continue  # "Best coins to buy if Bitcoin falls below $30K": a condition, not a forecast
@@ -575,7 +579,7 @@ def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None
         if cue_start is None or _PAST_GUARD.search(left[:cue_start]) or _NEGATED.search(left[max(0, cue_start - 40):]):
             continue
         # A preposition right before the amount is the strongest direction signal ("close above", "dip below").
-        prep = re.search(r"\b(above|over|past|beyond|below|under|beneath)\s+(?:the\s+)?$", left, re.I)
+        prep = PREP_BEFORE.search(left)
         if prep:
             direction = "above" if prep.group(1).lower() in ("above", "over", "past", "beyond") else "below"
             neutral = False
