@@ -75,6 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--extra-news", type=Path, nargs="*", default=[],
                         help="more labelled development headlines (same columns), trained on like --news but not "
                              "turned into per-asset rows (models/eval/sentiment_archive_dev.csv)")
+    parser.add_argument("--per-asset-extra", action="store_true",
+                        help="build per-asset rows from the --extra-news headlines too (keeps the per-asset rows' "
+                             "share of the training as the news rows grow)")
     parser.add_argument("--no-per-asset", action="store_true",
                         help="do not add the per-asset rows (\"<asset>: <headline>\") built from the news headlines")
     parser.add_argument("--cryptolin-repeat", type=int, default=1,
@@ -104,9 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     extra = [e for path in args.extra_news for e in read_labelled_csv(path)]
     _log(f"train {len(train)} CryptoLin + {len(news)} news headlines + {len(extra)} more / held-out {len(valid)} "
          f"CryptoLin headlines; recipe {recipe.as_dict()}")
-    per_asset = per_asset_examples(news) if news and not args.no_per_asset else []
+    asked = news + extra if args.per_asset_extra else news
+    per_asset = per_asset_examples(asked) if news and not args.no_per_asset else []
     if per_asset:
-        _log(f"+ {len(per_asset)} per-asset rows built from single-asset news headlines")
+        _log(f"+ {len(per_asset)} per-asset rows built from single-asset headlines of {len(asked)}")
     news = news + extra
     train = train * args.cryptolin_repeat + news + per_asset
     # the readers' vote shares (CryptoLin: its majority label) are mixed into the loss as soft targets

@@ -258,6 +258,8 @@ def test_full_report_from_one_command_without_the_corpora(tmp_path: Path) -> Non
     assert report["sets"]["news_test"]["shipped"]["n"] == 1359
     assert set(report["per_asset"]) >= {"dev", "test", "all"}
     assert report["tickers"]["dated_news_2024_2026"]["headlines"] == 400
+    assert report["tickers"]["dated_news_2024_2026_test_part"]["headlines"] == 186
+    assert "tickers dated_news_2024_2026_test_part: precision >= 0.97" in report["goals"]
     assert "skipped" in report["tickers"]["dated_cryptolin_2018_2022"]
     assert "news_test_macro_f1 >= 0.80" in report["goals"]
     assert report["previous_model"] == "skipped: no weights at git revision no-such-revision"
