@@ -3,7 +3,7 @@
     python -m bench.events_learned_cv [--folds 5] [--c 1.0]
 
 Items: the development parts of the events sets (events_unseen.jsonl split "dev", events_validation.jsonl,
-events_archive.jsonl); the test part is never loaded. Candidates and features are
+events_archive*.jsonl: ``pipeline.events.unseen.development_items``); the test part is never loaded. Candidates and features are
 those of ``pipeline.events.learned`` (``price_training.training_rows``): every dollar amount of the headline and
 the first two summary sentences that the rules' own filters let through, with a direction and the rules'
 resolution date; positive when the readers' majority asked about that asset and level. The logistic regression is
@@ -30,15 +30,14 @@ from pipeline.events.derive import ArticleIn, derive_article  # noqa: E402
 from pipeline.events.evaluate import _tagging  # noqa: E402
 from pipeline.events.price_training import training_rows  # noqa: E402
 from pipeline.events.templates import AssetFinder  # noqa: E402
-from pipeline.events.unseen import ARCHIVE_PATH, UNSEEN_PATH, VALIDATION_PATH, load_unseen, matches  # noqa: E402
+from pipeline.events.unseen import development_items, matches  # noqa: E402
 
 SHIPPED_KINDS = ("price_threshold", "etf_decision", "listing", "upgrade_or_launch", "token_unlock")
 
 
 def rules_alone() -> tuple[dict[str, tuple[bool, bool]], int]:
     """key -> (the rules derived an event, it is correct), and the number of items with a gold question."""
-    items = [it for it in load_unseen(UNSEEN_PATH) if it.split == "dev"]
-    items += load_unseen(VALIDATION_PATH) + load_unseen(ARCHIVE_PATH)
+    items = development_items()
     tag, names, _ = _tagging()
     finder = AssetFinder(names)
     out, gold_items = {}, 0

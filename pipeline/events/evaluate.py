@@ -266,16 +266,9 @@ def evaluate_cryptolin(csv_path: Path, learned: bool = True, judged_path: Path =
 def evaluate_unseen(split: str, path: Path | None = None, learned: bool = True) -> dict[str, Any]:
     """Precision and recall on the unseen-news set's ``split`` (dev, test or all; val: the validation set; archive:
     the archive's development headlines), with reader agreement."""
-    from pipeline.events.unseen import (
-        ARCHIVE_PATH,
-        UNSEEN_PATH,
-        VALIDATION_PATH,
-        agreement,
-        load_unseen,
-        score,
-    )
+    from pipeline.events.unseen import PART_PATHS, UNSEEN_PATH, agreement, load_unseen, score
 
-    path = path or {"val": VALIDATION_PATH, "archive": ARCHIVE_PATH}.get(split, UNSEEN_PATH)
+    path = path or PART_PATHS.get(split, UNSEEN_PATH)
     items = load_unseen(path)
     chosen = [it for it in items if split == "all" or it.split == split]
     tag, names, tickers_from = _tagging()
@@ -332,11 +325,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="CryptoLin's train.csv (default: ../shared/data/sentiment/cryptolin/train.csv)")
     parser.add_argument("--rules-only", action="store_true",
                         help="the rules alone, without the learned price model (pipeline.events.learned)")
-    parser.add_argument("--split", choices=("dev", "test", "all", "val", "archive"),
+    parser.add_argument("--split", choices=("dev", "test", "all", "val", "archive", "archive2"),
                         help="score the unseen-news set (models/eval/events_unseen.jsonl) instead: its development "
                         "part, its held-out test part, or both; val: the validation set "
-                        "(models/eval/events_validation.jsonl, development items labelled later); archive: "
-                        "development headlines without summaries (models/eval/events_archive.jsonl)")
+                        "(models/eval/events_validation.jsonl, development items labelled later); archive, archive2: "
+                        "development headlines without summaries (models/eval/events_archive*.jsonl)")
     args = parser.parse_args(argv)
     try:
         if args.split:

@@ -27,10 +27,9 @@ def training_rows() -> tuple[list[dict[str, Any]], int]:
     from pipeline.events.evaluate import _tagging
     from pipeline.events.reference import default_reference
     from pipeline.events.templates import AssetFinder, clean, sentences
-    from pipeline.events.unseen import ARCHIVE_PATH, UNSEEN_PATH, VALIDATION_PATH, load_unseen, matches
+    from pipeline.events.unseen import development_items, matches
 
-    items = [it for it in load_unseen(UNSEEN_PATH) if it.split == "dev"]
-    items += load_unseen(VALIDATION_PATH) + load_unseen(ARCHIVE_PATH)
+    items = development_items()
     tag, names, _ = _tagging()
     finder = AssetFinder(names)
     reference = default_reference()
@@ -68,7 +67,7 @@ def train(out: Path = MODEL_PATH, c: float = 1.0, threshold: float = 0.8) -> dic
     fit = LogisticRegression(C=c, max_iter=5000).fit(x, y)
     weights = {name: round(float(w), 5) for name, w in zip(vec.get_feature_names_out(), fit.coef_[0], strict=True)
                if abs(w) >= 1e-3}
-    about = {"trained_on": "development parts of events_unseen.jsonl, events_validation.jsonl, events_archive.jsonl",
+    about = {"trained_on": "development parts of events_unseen.jsonl, events_validation.jsonl, events_archive*.jsonl",
              "items": n_items, "candidates": len(rows), "positive": int(y.sum()), "c": c,
              "threshold_from": "bench/events_learned_cv.py (publisher-grouped CV on the same parts)"}
     data = {"about": about, "threshold": threshold, "bias": round(float(fit.intercept_[0]), 5),

@@ -32,7 +32,11 @@ VALIDATION_PATH = PROJECT / "models" / "eval" / "events_validation.jsonl"
 # Development headlines of the archive (no summaries), read for events by three readers after the rules were last
 # changed: part "archive", a second out-of-sample check of precision on news the rules were not written from.
 ARCHIVE_PATH = PROJECT / "models" / "eval" / "events_archive.jsonl"
-DEV_PARTS = ("val", "archive")  # parts that hold development items only, labelled later
+# A second batch of archive headlines (the rest of sentiment_archive_dev.csv), read after the learned price model
+# was committed: part "archive2", its first scoring out of sample for the rules and the model alike.
+ARCHIVE2_PATH = PROJECT / "models" / "eval" / "events_archive2.jsonl"
+DEV_PARTS = ("val", "archive", "archive2")  # parts that hold development items only, labelled later
+PART_PATHS = {"val": VALIDATION_PATH, "archive": ARCHIVE_PATH, "archive2": ARCHIVE2_PATH}
 FOUR_KINDS = ("price_threshold", "etf_decision", "listing", "upgrade_or_launch")
 OTHER_KINDS = ("token_unlock", "governance_vote")
 Question = tuple[str, str, str | None, float | None]  # asset, kind, comparator, threshold
@@ -119,6 +123,15 @@ def load_unseen(path: Path = UNSEEN_PATH) -> list[Item]:
         rule = split_of(items[-1].domain, published)
         if items[-1].split != rule and not (items[-1].split in DEV_PARTS and rule == "dev"):
             raise ValueError(f"{path}:{n}: split {items[-1].split!r} disagrees with the rule (split_of)")
+    return items
+
+
+def development_items() -> list[Item]:
+    """Every development item with readers' labels: the dev part of the unseen set and the later parts."""
+    items = [it for it in load_unseen(UNSEEN_PATH) if it.split == "dev"]
+    for path in PART_PATHS.values():
+        if path.exists():
+            items += load_unseen(path)
     return items
 
 
