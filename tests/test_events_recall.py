@@ -12,6 +12,13 @@ from tests.test_events_templates import WEDNESDAY, derive
 
 # (headline, summary, expected question title)
 DERIVED = [
+    # a level the asset must stay above is a floor it may lose: the question is whether it falls below
+    ("Solana Struggles to Stay Above $140 as Selling Deepens", "",
+     "Will Solana close below $140 on March 31, 2026?"),
+    ("Can XRP Hold Above $2 This Week?", "", "Will XRP close below $2 on March 8, 2026?"),
+    # a range of years: by the end of the last one
+    ("Cardano Price Prediction 2026 – 2030: Can ADA Reach $5?", "",
+     "Will Cardano close above $5 on December 31, 2030?"),
     # a level whose words give no direction: the reference price decides
     ("Solana Whales Return: Is SOL Price Headed to $300?", "",
      "Will Solana close above $300 on March 31, 2026?"),
@@ -71,6 +78,10 @@ def test_phrasing_is_derived(headline: str, summary: str, title: str) -> None:
 
 
 NOT_DERIVED = [
+    # a stablecoin trades near $1: any other level is absurd
+    "Can USDT Reach $10?",
+    # one token leading a week's unlocks of many projects
+    "Aptos Leads $500 Million Token Unlock Next Week",
     # a level near the reference price with no direction in the words: up or down, the table cannot tell
     "Is SOL Price Headed to $150?",
     # someone moves the asset; nothing is asked

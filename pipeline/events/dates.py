@@ -301,6 +301,8 @@ _RULES: list[tuple[re.Pattern[str], str, Callable[[re.Match[str], datetime], tup
     (_r(rf"\b{_I}before\s+){_YEAR}(?![-/]\d)(?P<ends>\s+(?i:ends?|closes?|is\s+over|wraps?\s+up)\b)?"), "year",
      _year_before),
     (_r(rf"\b{_I}(?P<which>this|next)\s+year)\b"), "year", _this_or_next_year),
+    # "price prediction 2024 - 2030": a range of years, so by the end of the last one
+    (_r(rf"\b{_I}20\d{{2}}\s*[-\u2013\u2014]\s*){_YEAR}(?![-/]\d)"), "year", _named_year),
     # "2025 ether price target", "its 2026 BTC forecast": a forecast for that year
     (_r(rf"\b{_YEAR}\s+(?=(?:[\w$]+\s+){{0,2}}{_I}(?:price\s+)?(?:target|forecast|prediction|outlook)s?)\b)"),
      "year", _named_year),

@@ -186,15 +186,26 @@ def derive_article(
 
 
 @lru_cache(maxsize=1)
-def app_tickers() -> frozenset[str]:
-    """Tickers whose names are also an app, protocol, game or firm (the registry's ``app`` names)."""
+def _registry() -> tuple[frozenset[str], frozenset[str]]:
+    """(tickers whose names are also an app, protocol, game or firm; stablecoin tickers), from the registry."""
     try:
         from models.tagging import load_registry
     except ModuleNotFoundError as exc:  # derivation works without the tagging package, as the evaluation does
         if exc.name not in ("models", "models.tagging"):
             raise
-        return frozenset()
-    return frozenset(a.symbol for a in load_registry() if a.app)
+        return frozenset(), frozenset()
+    assets = load_registry()
+    return (frozenset(a.symbol for a in assets if a.app),
+            frozenset(a.symbol for a in assets if a.kind == "stablecoin"))
+
+
+def app_tickers() -> frozenset[str]:
+    """Tickers whose names are also an app, protocol, game or firm (the registry's ``app`` names)."""
+    return _registry()[0]
+
+
+# A stablecoin trades near $1: a level outside this band is another asset's price or a sum ("$1,000 of FDUSD").
+STABLE_BAND = (0.5, 2.0)
 
 
 def viable_candidates(units: list[str], mentions: list[list[Mention]], tickers: set[str], published: datetime,
@@ -236,6 +247,11 @@ def refusal(found: Found, published: datetime, reference: Reference, names: Mapp
     has traded for over a year has no mainnet launch ahead; an upgrade or product name must read as a name."""
     name = names.get(found.ticker, found.ticker)
     day = f"{published:%Y-%m-%d}"
+    if found.kind == PRICE and found.threshold is not None and found.ticker in _registry()[1] and not (
+            STABLE_BAND[0] <= found.threshold <= STABLE_BAND[1]):
+        return (f"{format_money(found.threshold)} is not a plausible {found.ticker} price on {day}: a stablecoin "
+                f"trades near $1, so a level must lie between {format_money(STABLE_BAND[0])} and "
+                f"{format_money(STABLE_BAND[1])}")
     if found.kind == PRICE and found.threshold is not None:
         money = format_money(found.threshold)
         band = reference.band(found.ticker, published)

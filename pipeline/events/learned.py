@@ -37,6 +37,7 @@ from pipeline.events.templates import (
     Mention,
     _asset_for,
     find_amounts,
+    prep_direction,
 )
 
 MODEL_PATH = Path(__file__).resolve().with_name("data") / "price_model.json"
@@ -68,7 +69,7 @@ def direction(unit: str, start: int, end: int, reference_price: float | None, va
     left = unit[max(0, start - 45) : start]
     prep = PREP_BEFORE.search(left)
     if prep:
-        return "above" if prep.group(1).lower() in ("above", "over", "past", "beyond") else "below"
+        return prep_direction(left, prep)
     level = _LEVEL.match(unit[end:])
     if level:
         return "below" if level.group("level").lower() in ("support", "floor") else "above"

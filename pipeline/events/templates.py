@@ -499,6 +499,19 @@ def reference_price(text: str, threshold: Amount) -> float | None:
 FIRST_TIME = re.compile(r"\s*(?:\w+\s+)?for\s+the\s+first\s+time\b", re.I)
 # A preposition right before the amount: the strongest direction signal ("close above", "dip below").
 PREP_BEFORE = re.compile(r"\b(above|over|past|beyond|below|under|beneath)\s+(?:the\s+)?$", re.I)
+# "struggling to stay above $5", "must hold above $60K": the level is a floor the asset may lose, so the question
+# is whether it falls below it (and "stay below" a ceiling it may break).
+_STAY = re.compile(r"\b(?:stay|stays|staying|remain|remains|remaining|hold|holds|holding|keep|keeps|keeping)\s+$", re.I)
+
+
+def prep_direction(left: str, prep: re.Match[str]) -> str:
+    """The direction a preposition right before the level gives ("close above" -> above, "stay above" -> below)."""
+    up = prep.group(1).lower() in ("above", "over", "past", "beyond")
+    if _STAY.search(left[: prep.start()]):
+        up = not up
+    return "above" if up else "below"
+
+
 # "if"/"unless"/"in case" opening the clause that holds the level, with no clause break in between.
 _CONDITION = re.compile(r"\b(?:if|unless|in\s+case|should)\s+(?:[^,;:?!.\u2013\u2014]){0,60}$", re.I)
 
@@ -581,7 +594,7 @@ def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None
         # A preposition right before the amount is the strongest direction signal ("close above", "dip below").
         prep = PREP_BEFORE.search(left)
         if prep:
-            direction = "above" if prep.group(1).lower() in ("above", "over", "past", "beyond") else "below"
+            direction = prep_direction(left, prep)
             neutral = False
         if neutral:
             level = _LEVEL.match(right) or _LEVEL.match(re.sub(r"^\s*(?:[\w$]+\s+)?", " ", right, count=1))
@@ -779,7 +792,8 @@ def find_unlock(unit: str, mentions: list[Mention]) -> Found | None:
     if len(tickers) != 1:
         return None  # "Cardano, Jito and Aptos set for $600M unlock": which question?
     if re.search(r"\bunlocks\b", trig.group(0) + unit[trig.end() : trig.end() + 40], re.I) or \
-            re.search(r"\bprojects\b", unit[: trig.end() + 40], re.I):
+            re.search(r"\bprojects\b", unit[: trig.end() + 40], re.I) or \
+            re.search(r"\bleads?\b", unit[: trig.start()], re.I):
         return None  # "ARB leads $843M token unlocks this week": several tokens' unlocks, not one question
     ticker = next(iter(tickers))
     amount = _unlock_amount(unit[trig.end() : trig.end() + 60], ticker)
