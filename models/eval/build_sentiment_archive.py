@@ -79,7 +79,9 @@ def known_texts() -> set[str]:
     for name in ("sentiment_news_dev.csv", "sentiment_news_test.csv", "sentiment_feeds.csv", *archives):
         with (EVAL / name).open(encoding="utf-8") as fh:
             out |= {fold(r["text"]) for r in csv.DictReader(fh)}
-    for name in ("events_unseen.jsonl", "events_validation.jsonl", "sentiment_assets.jsonl", "tagging_news.jsonl"):
+    events_parts = sorted(p.name for p in EVAL.glob("events_archive*.jsonl"))
+    for name in ("events_unseen.jsonl", "events_validation.jsonl", "sentiment_assets.jsonl", "tagging_news.jsonl",
+                 *events_parts):
         for line in (EVAL / name).read_text(encoding="utf-8").splitlines():
             d = json.loads(line)
             out.add(fold(d.get("title") or d.get("text") or ""))

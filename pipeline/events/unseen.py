@@ -35,8 +35,10 @@ ARCHIVE_PATH = PROJECT / "models" / "eval" / "events_archive.jsonl"
 # A second batch of archive headlines (the rest of sentiment_archive_dev.csv), read after the learned price model
 # was committed: part "archive2", its first scoring out of sample for the rules and the model alike.
 ARCHIVE2_PATH = PROJECT / "models" / "eval" / "events_archive2.jsonl"
-DEV_PARTS = ("val", "archive", "archive2")  # parts that hold development items only, labelled later
-PART_PATHS = {"val": VALIDATION_PATH, "archive": ARCHIVE_PATH, "archive2": ARCHIVE2_PATH}
+# A third batch: the 8,000 headlines of sentiment_archive2_dev.csv, read after the checks taken from archive2.
+ARCHIVE3_PATH = PROJECT / "models" / "eval" / "events_archive3.jsonl"
+DEV_PARTS = ("val", "archive", "archive2", "archive3")  # parts that hold development items only, labelled later
+PART_PATHS = {"val": VALIDATION_PATH, "archive": ARCHIVE_PATH, "archive2": ARCHIVE2_PATH, "archive3": ARCHIVE3_PATH}
 FOUR_KINDS = ("price_threshold", "etf_decision", "listing", "upgrade_or_launch")
 OTHER_KINDS = ("token_unlock", "governance_vote")
 Question = tuple[str, str, str | None, float | None]  # asset, kind, comparator, threshold
