@@ -28,16 +28,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline.events.derive import ArticleIn, derive_article  # noqa: E402
 from pipeline.events.evaluate import _tagging  # noqa: E402
-from pipeline.events.price_training import training_rows  # noqa: E402
+from pipeline.events.price_training import TRAINING_PARTS, training_rows  # noqa: E402
 from pipeline.events.templates import AssetFinder  # noqa: E402
 from pipeline.events.unseen import development_items, matches  # noqa: E402
 
 SHIPPED_KINDS = ("price_threshold", "etf_decision", "listing", "upgrade_or_launch", "token_unlock")
 
 
-def rules_alone() -> tuple[dict[str, tuple[bool, bool]], int]:
+def rules_alone(parts: tuple[str, ...]) -> tuple[dict[str, tuple[bool, bool]], int]:
     """key -> (the rules derived an event, it is correct), and the number of items with a gold question."""
-    items = development_items()
+    items = development_items(parts)
     tag, names, _ = _tagging()
     finder = AssetFinder(names)
     out, gold_items = {}, 0
@@ -61,10 +61,13 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m bench.events_learned_cv", description=__doc__.split("\n\n")[0])
     parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--parts", default=",".join(TRAINING_PARTS),
+                        help="development parts besides the unseen set's dev part (default: the shipped model's)")
     parser.add_argument("--c", type=float, default=1.0, help="inverse regularisation of the logistic regression")
     args = parser.parse_args(argv)
-    rows, _ = training_rows()
-    rules, gold_items = rules_alone()
+    parts = tuple(args.parts.split(","))
+    rows, _ = training_rows(parts)
+    rules, gold_items = rules_alone(parts)
     x = DictVectorizer().fit_transform([r["features"] for r in rows])
     y = np.array([r["level"] for r in rows])
     prob = np.zeros(len(rows))

@@ -128,12 +128,12 @@ def load_unseen(path: Path = UNSEEN_PATH) -> list[Item]:
     return items
 
 
-def development_items() -> list[Item]:
-    """Every development item with readers' labels: the dev part of the unseen set and the later parts."""
+def development_items(parts: tuple[str, ...] = DEV_PARTS) -> list[Item]:
+    """Development items with readers' labels: the dev part of the unseen set and the later ``parts``."""
     items = [it for it in load_unseen(UNSEEN_PATH) if it.split == "dev"]
-    for path in PART_PATHS.values():
-        if path.exists():
-            items += load_unseen(path)
+    for part in parts:
+        if PART_PATHS[part].exists():
+            items += load_unseen(PART_PATHS[part])
     return items
 
 
