@@ -223,8 +223,6 @@ def viable_candidates(units: list[str], mentions: list[list[Mention]], tickers: 
     return out
 
 
-
-
 def direction_by_reference(found: Found, published: datetime, reference: Reference) -> str | None:
     """"above" or "below" for a price level whose sentence gives no direction ("Is SOL price headed to $300?"),
     from the asset's reference price at publication; None when the level is too near it, or there is none."""
