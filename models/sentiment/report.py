@@ -22,9 +22,9 @@ EVAL_DIR = Path(__file__).resolve().parents[1] / "eval"
 FEEDS_CSV = EVAL_DIR / "sentiment_feeds.csv"
 ASSETS_JSONL = EVAL_DIR / "sentiment_assets.jsonl"
 WEIGHTS_IN_GIT = "models/sentiment/weights"
-# The commit whose weights were shipped before the current model (28e3244707c7: CryptoLin + 10,510 development
-# headlines); before it 8d9eaee8e90e at 031990a, and CryptoLin alone (da65c4de96f9) at 77a8940.
-PREVIOUS_REVISION = "6ecaf24"
+# The commit whose weights were shipped before the current model (bb73be59a000: the same recipe with one held-back
+# headline); before it 28e3244707c7 at 6ecaf24, 8d9eaee8e90e at 031990a, CryptoLin alone (da65c4de96f9) at 77a8940.
+PREVIOUS_REVISION = "b3273de"
 GOALS = {"news_test_macro_f1": 0.80, "news_test_min_class_f1": 0.70, "cryptolin_holdout_macro_f1": 0.68,
          "tickers_precision": 0.97, "tickers_mainstream_recall": 0.93}
 
