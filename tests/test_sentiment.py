@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from models.sentiment import ModelLoadError, Prediction, SentimentModel, article_text, build_model, load_model
-from models.sentiment.data import cryptolin_splits, read_labelled_csv
+from models.sentiment.data import NEWS_DEV, cryptolin_splits, read_labelled_csv
 from models.sentiment.delta import CONFIG_FILE, DELTA_FILE, WEIGHTS_DIR
 from models.sentiment.metrics import classification_report
 from tests.conftest import PROJECT, SHARED_SENTIMENT
@@ -89,16 +89,19 @@ def test_version_is_stable_across_loads(model: SentimentModel, sentiment_cache: 
 
 
 def test_int8_stays_within_a_hundredth_of_the_float_model(model: SentimentModel) -> None:
-    valid = FEED_ROWS
-    texts, gold = [e.text for e in valid], [e.label for e in valid]
     fp32 = build_model(backend="fp32")
     assert fp32.version != model.version  # results differ slightly, so rows scored by each are told apart
-    int8_labels, fp32_labels = [p.label for p in model.predict(texts)], [p.label for p in fp32.predict(texts)]
-    # 0.97 measured; quantizing every product (the feed-forward outputs too) gave 0.92
-    assert sum(a == b for a, b in zip(int8_labels, fp32_labels, strict=True)) >= 0.95 * len(texts)
-    f1_int8 = classification_report(gold, int8_labels)["macro_f1"]
-    f1_fp32 = classification_report(gold, fp32_labels)["macro_f1"]
-    assert abs(f1_int8 - f1_fp32) <= 0.01, (f1_int8, f1_fp32)
+    # On the 482 feed headlines: the same label for at least 95 % (0.969-0.971 measured for the last three models;
+    # quantizing every product, the feed-forward outputs too, gave 0.92). Which way the ~15 flips fall moves macro-F1
+    # on so few headlines by 0.002 (28e3244707c7, bb73be59a000) to 0.022 (564451789351), so the hundredth is
+    # checked on the 2,511 development headlines (0.0007 measured for 564451789351).
+    for rows, agree, gap in ((FEED_ROWS, 0.95, 0.025), (read_labelled_csv(NEWS_DEV), 0.97, 0.01)):
+        texts, gold = [e.text for e in rows], [e.label for e in rows]
+        int8_labels, fp32_labels = [p.label for p in model.predict(texts)], [p.label for p in fp32.predict(texts)]
+        assert sum(a == b for a, b in zip(int8_labels, fp32_labels, strict=True)) >= agree * len(texts)
+        f1_int8 = classification_report(gold, int8_labels)["macro_f1"]
+        f1_fp32 = classification_report(gold, fp32_labels)["macro_f1"]
+        assert abs(f1_int8 - f1_fp32) <= gap, (len(rows), f1_int8, f1_fp32)
 
 
 def test_feed_headlines_eval_set_is_well_formed_and_the_model_reads_it_like_a_trader(model: SentimentModel) -> None:
