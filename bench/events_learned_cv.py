@@ -30,9 +30,7 @@ from pipeline.events.derive import ArticleIn, derive_article  # noqa: E402
 from pipeline.events.evaluate import _tagging  # noqa: E402
 from pipeline.events.price_training import TRAINING_PARTS, training_rows  # noqa: E402
 from pipeline.events.templates import AssetFinder  # noqa: E402
-from pipeline.events.unseen import development_items, matches  # noqa: E402
-
-SHIPPED_KINDS = ("price_threshold", "etf_decision", "listing", "upgrade_or_launch", "token_unlock")
+from pipeline.events.unseen import SHIPPED_KINDS, development_items, matches  # noqa: E402
 
 
 def rules_alone(parts: tuple[str, ...]) -> tuple[dict[str, tuple[bool, bool]], int]:
