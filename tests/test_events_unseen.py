@@ -13,7 +13,7 @@ import pytest
 
 from models.splits import TEST_FROM, TEST_PUBLISHERS, split_of
 from pipeline.events.unseen import (
-    ARCHIVE_PATH,
+    PART_PATHS,
     VALIDATION_PATH,
     Item,
     agreement,
@@ -141,14 +141,18 @@ def test_the_validation_set_is_development_items_the_unseen_set_does_not_hold(it
     assert not any(it.domain == d or it.domain.endswith("." + d) for it in val for d in HELD_BACK)
 
 
-def test_the_archive_set_is_development_headlines_no_other_set_holds(items: list[Item]) -> None:
-    """models/eval/events_archive.jsonl: development headlines (no summaries) read by three readers after the rules
-    were last changed; none is in the unseen or validation sets, none of a held-back publisher."""
-    arch = load_unseen(ARCHIVE_PATH)
-    assert len(arch) >= 3000 and {it.split for it in arch} == {"archive"}
+@pytest.mark.parametrize("part", ["archive", "archive2", "archive3", "archive4"])
+def test_the_archive_sets_are_development_headlines_no_other_set_holds(items: list[Item], part: str) -> None:
+    """models/eval/events_archive*.jsonl: development headlines (no summaries) read by three readers after the rules
+    were last changed; none is in the unseen or validation sets or another part, none of a held-back publisher."""
+    arch = load_unseen(PART_PATHS[part])
+    assert len(arch) >= 3000 and {it.split for it in arch} == {part}
     assert all(split_of(it.domain, it.published_at) == "dev" and not it.summary for it in arch)
     assert all(len(it.readers) == 3 for it in arch)
     others = {it.key for it in items} | {it.key for it in load_unseen(VALIDATION_PATH)}
+    for other in ("archive", "archive2", "archive3", "archive4"):
+        if other != part:
+            others |= {it.key for it in load_unseen(PART_PATHS[other])}
     assert not {it.key for it in arch} & others
     assert not any(it.domain == d or it.domain.endswith("." + d) for it in arch for d in HELD_BACK)
 

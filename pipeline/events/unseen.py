@@ -37,8 +37,12 @@ ARCHIVE_PATH = PROJECT / "models" / "eval" / "events_archive.jsonl"
 ARCHIVE2_PATH = PROJECT / "models" / "eval" / "events_archive2.jsonl"
 # A third batch: the 8,000 headlines of sentiment_archive2_dev.csv, read after the checks taken from archive2.
 ARCHIVE3_PATH = PROJECT / "models" / "eval" / "events_archive3.jsonl"
-DEV_PARTS = ("val", "archive", "archive2", "archive3")  # parts that hold development items only, labelled later
-PART_PATHS = {"val": VALIDATION_PATH, "archive": ARCHIVE_PATH, "archive2": ARCHIVE2_PATH, "archive3": ARCHIVE3_PATH}
+# A fourth batch: the rest of the archive's development headlines (7,514), read on 2026-11-26 after archive3's checks
+# were written and before they were committed: scored first for the rules before and after those checks.
+ARCHIVE4_PATH = PROJECT / "models" / "eval" / "events_archive4.jsonl"
+DEV_PARTS = ("val", "archive", "archive2", "archive3", "archive4")  # parts that hold development items only, labelled later
+PART_PATHS = {"val": VALIDATION_PATH, "archive": ARCHIVE_PATH, "archive2": ARCHIVE2_PATH, "archive3": ARCHIVE3_PATH,
+              "archive4": ARCHIVE4_PATH}
 FOUR_KINDS = ("price_threshold", "etf_decision", "listing", "upgrade_or_launch")
 OTHER_KINDS = ("token_unlock", "governance_vote")
 Question = tuple[str, str, str | None, float | None]  # asset, kind, comparator, threshold
