@@ -29,7 +29,6 @@ from pipeline.events.templates import (
     find_unlock,
     find_upgrade,
     is_noun_phrase,
-    level_owned_elsewhere,
     pick_date,
     sentences,
     upgrade_name,
@@ -179,8 +178,7 @@ def derive_article(
     # Scored first (cheap), checked and dated only when sure enough: the surest viable level is the question.
     model = default_model()
     scored = [(p, c) for c in candidates(units, mentions, tickers, published, reference)
-              if c.found.comparator is not None and (p := model.probability(c.features)) >= model.threshold
-              and not level_owned_elsewhere(c.found.unit, *c.found.anchor, mentions[c.index], c.found.ticker)]
+              if c.found.comparator is not None and (p := model.probability(c.features)) >= model.threshold]
     for _, cand in sorted(scored, key=lambda s: -s[0]):
         for viable, when in viable_candidates(units, mentions, tickers, published, reference, names, [cand]):
             return _candidate(article, viable.found, when, names, title, summary, published)
@@ -206,8 +204,6 @@ def app_tickers() -> frozenset[str]:
     return _registry()[0]
 
 
-# No asset without a reference price trades this high: such a level is a sum (the table holds every large asset).
-UNREFERENCED_MAX = 100_000.0
 # A stablecoin trades near $1: a level outside this band is another asset's price or a sum ("$1,000 of FDUSD").
 STABLE_BAND = (0.5, 2.0)
 
@@ -271,10 +267,6 @@ def refusal(found: Found, published: datetime, reference: Reference, names: Mapp
         elif not found.detail.get("currency"):
             return (f"{found.detail.get('written', money)!r} has no currency and {found.ticker} has no reference "
                     "price to tell a price from a count")
-        elif band is None and found.threshold >= UNREFERENCED_MAX:
-            return (f"{money} is not a plausible {found.ticker} price on {day}: {found.ticker} has no reference "
-                    f"price, and only an asset whose price is known may have a level of {format_money(UNREFERENCED_MAX)}"
-                    " or more (\"a sudden $3.5 million move\" is a sum)")
     if found.kind == UPGRADE:
         subject = found.subject or ""
         if found.detail.get("form") == "mainnet" and not subject:
