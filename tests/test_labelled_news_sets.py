@@ -65,13 +65,13 @@ def test_news_sentiment_corpus_is_large_split_and_read_three_times() -> None:
 
 
 def test_archive_training_headlines_are_development_only_and_unseen_elsewhere() -> None:
-    """sentiment_archive*_dev.csv are trained on: none of them may be a test-part item or repeat a labelled headline
-    (of the corpus or of another archive batch)."""
+    """sentiment_archive*_dev.csv are trained on, sentiment_archive_val.csv checks what was trained: none of them may
+    be a test-part item or repeat a labelled headline (of the corpus or of another archive batch)."""
     import csv
 
     from models.eval.build_sentiment_archive import fold
 
-    files = sorted(EVAL.glob("sentiment_archive*_dev.csv"))
+    files = [*sorted(EVAL.glob("sentiment_archive*_dev.csv")), EVAL / "sentiment_archive_val.csv"]
     assert "sentiment_archive_dev.csv" in {p.name for p in files}
     rows = []
     for path in files:

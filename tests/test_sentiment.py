@@ -256,9 +256,10 @@ def test_full_report_from_one_command_without_the_corpora(tmp_path: Path) -> Non
     result = CliRunner().invoke(_cli(), ["sentiment", "eval", "--no-baselines", "--json", *absent])
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
-    assert set(report["sets"]) == {"news_test", "feeds"}  # CryptoLin's held-out split needs the corpus
+    assert set(report["sets"]) == {"news_test", "feeds", "archive_val"}  # CryptoLin's held-out split needs the corpus
     assert "skipped" in report["cryptolin_holdout"]
     assert report["sets"]["news_test"]["shipped"]["n"] == 1359
+    assert report["sets"]["archive_val"]["shipped"]["n"] == 7514
     assert set(report["per_asset"]) >= {"dev", "test", "all"}
     assert report["tickers"]["dated_news_2024_2026"]["headlines"] == 400
     assert report["tickers"]["dated_news_2024_2026_test_part"]["headlines"] == 186

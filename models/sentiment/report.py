@@ -1,6 +1,6 @@
 """Everything issue #20 asks of sentiment and tickers, from one command (`cryptowire sentiment eval` without
-`--data`): headline sentiment on three sets (the news corpus's test part, CryptoLin's held-out split, today's
-feed headlines) for the shipped model, the previous model and two baselines; per-asset sentiment on the
+`--data`): headline sentiment on four sets (the news corpus's test part, CryptoLin's held-out split, today's
+feed headlines, the archive's validation headlines) for the shipped model, the previous model and two baselines; per-asset sentiment on the
 multi-asset headlines; tickers on the project's labelled sets, dated.
 
 The previous model is the weights at git revision ``previous`` (read with `git show`, so a clone with its
@@ -21,6 +21,7 @@ from models.sentiment.metrics import classification_report
 EVAL_DIR = Path(__file__).resolve().parents[1] / "eval"
 FEEDS_CSV = EVAL_DIR / "sentiment_feeds.csv"
 ASSETS_JSONL = EVAL_DIR / "sentiment_assets.jsonl"
+ARCHIVE_VAL = EVAL_DIR / "sentiment_archive_val.csv"
 WEIGHTS_IN_GIT = "models/sentiment/weights"
 # The commit whose weights were shipped before the current model (bb73be59a000: the same recipe with one held-back
 # headline); before it 28e3244707c7 at 6ecaf24, 8d9eaee8e90e at 031990a, CryptoLin alone (da65c4de96f9) at 77a8940.
@@ -52,7 +53,10 @@ def _brief(rep: dict[str, Any]) -> dict[str, Any]:
 
 
 def headline_sets(cryptolin: Path | None) -> dict[str, list[Example]]:
-    sets = {"news_test": read_labelled_csv(NEWS_TEST), "feeds": read_labelled_csv(FEEDS_CSV)}
+    # archive_val: 7,514 development headlines never trained on, read by three readers (a check on development
+    # publishers that recipes may be chosen on, so that the news test part stays unread)
+    sets = {"news_test": read_labelled_csv(NEWS_TEST), "feeds": read_labelled_csv(FEEDS_CSV),
+            "archive_val": read_labelled_csv(ARCHIVE_VAL)}
     if cryptolin is not None and cryptolin.is_file():
         sets["cryptolin_holdout"] = cryptolin_splits(cryptolin)[1]
     return sets

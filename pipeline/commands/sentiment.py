@@ -26,8 +26,9 @@ def eval_command(
 ) -> None:
     """Evaluate the shipped sentiment model. With --data: one labelled CSV (accuracy, macro-F1, per-class
     figures, confusion matrix, throughput, two baselines). Without: the full report, in one run: the news
-    corpus's test part, CryptoLin's held-out split and today's feed headlines for the shipped model, the previous
-    model and the baselines; per-asset sentiment on the multi-asset headlines; tickers on the labelled sets."""
+    corpus's test part, CryptoLin's held-out split, today's feed headlines and the archive's validation headlines
+    for the shipped model, the previous model and the baselines; per-asset sentiment on the multi-asset
+    headlines; tickers on the labelled sets."""
     from models.sentiment import ModelLoadError
     from models.sentiment.data import shared_sentiment_dir
     from models.sentiment.evaluate import evaluate, format_report
