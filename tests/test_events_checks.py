@@ -154,8 +154,7 @@ def test_a_bad_reference_row_is_named(tmp_path: Path) -> None:
 
 # --- withdrawal ------------------------------------------------------------------------------------------------
 
-OLD_RULES = Reference({"ETH": AssetFacts("ETH", date(2015, 8, 7), [(date(2026, 1, 1), 3_000_000.0)]),
-                       "BTC": AssetFacts("BTC", date(2010, 7, 17), [(date(2026, 1, 1), 100_000.0)])})
+OLD_RULES = Reference({"ETH": AssetFacts("ETH", date(2015, 8, 7), [(date(2026, 1, 1), 3_000_000.0)])})
 
 
 def test_events_the_rules_no_longer_derive_are_withdrawn_with_the_reason_and_keep_their_id(tmp_path: Path) -> None:

@@ -8,7 +8,6 @@ from datetime import datetime
 
 import pytest
 
-from pipeline.events.templates import Mention, not_its_forecast
 from tests.test_events_templates import WEDNESDAY, derive
 
 # (headline, summary, expected question title)
@@ -65,22 +64,6 @@ DERIVED = [
      "Will Cardano close above $1.20 on March 31, 2026?"),
     ("$5 XRP Price Beckons as Payment Corridors Expand", "",
      "Will XRP close above $5 on March 31, 2026?"),
-    # "soon" after a series' range of years: the question is for soon (the default date), not the range's end
-    ("Avalanche (AVAX) Price Prediction 2026-2030: Will AVAX Hit $40 Soon?", "",
-     "Will Avalanche close above $40 on March 31, 2026?"),
-    # "by year's end", with either apostrophe
-    ("Analyst: Rate Cuts Will Propel Bitcoin to $150,000 by Year’s End", "",
-     "Will Bitcoin close above $150,000 on December 31, 2026?"),
-    ("Analyst: Rate Cuts Will Propel Bitcoin to $150,000 by Year's End", "",
-     "Will Bitcoin close above $150,000 on December 31, 2026?"),
-    # "before <month>": by the end of the month before
-    ("Bitcoin Bulls Regroup: BTC Could Hit $125,000 Before June", "",
-     "Will Bitcoin close above $125,000 on May 31, 2026?"),
-    # a target the bears (or a bearish trend) aim at is below
-    ("Solana Technical Outlook: Bears Aim For $110 After Breakdown", "",
-     "Will Solana close below $110 on March 31, 2026?"),
-    # named together with an unnamed coin, the level is the asset's too; a move the clause asks about
-    ("Cardano and a New Coin About to Cross $1", "", "Will Cardano close above $1 on March 31, 2026?"),
     # ETF decisions phrased as an approval that could come
     ("More Good News for Solana Spot ETFs: SEC Approval Could Come Before Friday", "",
      "Will the SEC approve a spot Solana ETF by March 6, 2026?"),
@@ -128,23 +111,6 @@ NOT_DERIVED = [
     # the level is denied, not asked
     "Analysts Say Solana May Never Fall Below $100 Again",
     "Dogecoin's Days Below $0.10 Are Over, Traders Claim",
-    # the level belongs to a token the headline does not name, or to a race between tokens
-    "Fresh Cardano Rival Trades at $0.03 Today and Could Reach $9 by Year-End",
-    "Forget XRP, This Payments Token Under $0.10 Looks Set to Hit $5 Next",
-    "Solana Price Outlook and 3 Altcoins That Could Beat It to $500",
-    "XRP or Stellar: Which Coin Will Reach $10 Sooner?",
-    "Can Dogecoin Beat Shiba Inu to $1?",
-    "This Cardano Competitor Priced at $0.02 Could Reach $3 Before Summer",
-    "Broker Is More Bullish on Solana Than Ethereum, With a $900 Price Target",
-    # a move the headline reports: the level was reached, nothing is asked
-    "Ethereum Climbs to $4,200 as Staking Demand Builds; What Comes Next",
-    "Bitcoin Bounces to $98,000 but Funding Rates Stay Negative",
-    "Validator Count Slips to 900K as SOL Recovers to $160",
-    "Weak Demand to Blame for Slide to $85K in Bitcoin",
-    # a requirement for something else, a move that failed again, a sum for an asset with no reference price
-    "Solana Would Need to Reach $1,100 to Overtake Ethereum's Market Value",
-    "Bitcoin Fails Twice to Clear $110,000 as Sellers Step In",
-    "Zedcoin Price Jolt: What Explains the Sudden $4.2 Million Move?",
     # the date belongs to the price move the upgrade may bring, or names a month just past
     "Cardano's Van Rossem Hard Fork Could Spark a 50% Price Surge This Month",
     "Polkadot Asset Hub Upgrade, Initially Planned for February, Nears Completion",
@@ -188,15 +154,3 @@ def test_default_date_counts_whole_days_after_publication() -> None:
 def test_a_date_that_names_another_event_is_not_the_level_s() -> None:
     event = derive("Ethereum Bulls Eye $5,000 as Analysts Predict April 2 ETF Staking Launch")
     assert event is not None and event.date == datetime(2026, 3, 31)  # the default, not the launch's day
-
-
-def test_a_reported_move_is_not_a_question_unless_its_clause_asks_it() -> None:
-    def owned(text: str, level: str) -> bool:
-        start = text.index(level)
-        mentions = [Mention(0, len("Solana"), "SOL")]
-        return not_its_forecast(text, start, start + len(level), mentions, "SOL")
-
-    assert owned("Solana Climbs to $180 as Demand Builds; What Comes Next?", "$180")
-    assert owned("Solana Surges to $180 but Are the Bears Done?", "$180")
-    assert not owned("Solana Soars To $400 Or Sinks To $60? What Traders Watch", "$400")
-    assert not owned("Solana Could Climb to $400", "$400")

@@ -29,7 +29,6 @@ from pipeline.events.templates import (
     find_unlock,
     find_upgrade,
     is_noun_phrase,
-    not_its_forecast,
     pick_date,
     sentences,
     upgrade_name,
@@ -167,8 +166,7 @@ def derive_article(
             when = _resolution_date(found, i, units, published, mentions)
             if when is None:
                 continue
-            reason = (refusal(found, published, reference, names, tickers - {found.ticker})
-                      or unreferenced_sum(found, published, reference))
+            reason = refusal(found, published, reference, names, tickers - {found.ticker})
             if reason is not None:
                 if refused is not None:
                     key = event_id(found.ticker, found.kind, found.comparator, found.threshold, when, found.subject)
@@ -180,12 +178,10 @@ def derive_article(
     # Scored first (cheap), checked and dated only when sure enough: the surest viable level is the question.
     model = default_model()
     scored = [(p, c) for c in candidates(units, mentions, tickers, published, reference)
-              if c.found.comparator is not None and (p := model.probability(c.features)) >= model.threshold
-              and not not_its_forecast(c.found.unit, *c.found.anchor, mentions[c.index], c.found.ticker)]
+              if c.found.comparator is not None and (p := model.probability(c.features)) >= model.threshold]
     for _, cand in sorted(scored, key=lambda s: -s[0]):
         for viable, when in viable_candidates(units, mentions, tickers, published, reference, names, [cand]):
-            if unreferenced_sum(viable.found, published, reference) is None:
-                return _candidate(article, viable.found, when, names, title, summary, published)
+            return _candidate(article, viable.found, when, names, title, summary, published)
     return None
 
 
@@ -208,8 +204,6 @@ def app_tickers() -> frozenset[str]:
     return _registry()[0]
 
 
-# No asset without a reference price trades this high: such a level is a sum (the table holds every large asset).
-UNREFERENCED_MAX = 100_000.0
 # A stablecoin trades near $1: a level outside this band is another asset's price or a sum ("$1,000 of FDUSD").
 STABLE_BAND = (0.5, 2.0)
 
@@ -285,19 +279,6 @@ def refusal(found: Found, published: datetime, reference: Reference, names: Mapp
         if subject and not is_noun_phrase(subject):
             return f"{subject!r} is not the name of an upgrade or product"
     return None
-
-
-def unreferenced_sum(found: Found, published: datetime, reference: Reference) -> str | None:
-    """Why a level of $100,000 or more is not a price of an asset the reference table has no price for (the table
-    holds every asset that trades that high: "Chiliz's sudden $3.5 million move" is a sum); None otherwise.
-    Checked on the question derivation ends with, not on the price model's training candidates."""
-    if found.kind != PRICE or found.threshold is None or found.threshold < UNREFERENCED_MAX:
-        return None
-    if reference.band(found.ticker, published) is not None:
-        return None
-    return (f"{format_money(found.threshold)} is not a plausible {found.ticker} price on {published:%Y-%m-%d}: "
-            f"{found.ticker} has no reference price, and only an asset whose price is known may have a level of "
-            f"{format_money(UNREFERENCED_MAX)} or more")
 
 
 # A summary sentence that carries a headline's price question on: "Can Solana hit four figures this year?"

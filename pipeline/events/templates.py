@@ -428,7 +428,6 @@ _TO_AFTER_MOVE = re.compile(
 )
 # "may never fall below $1 again", "XRP's days below $1 are over": a claim that the level will not be seen.
 _NEGATED = re.compile(r"\b(?:never|no\s+longer|won'?t|will\s+not|cannot|can'?t|days\s+(?:above|below|under|over))\b", re.I)
-_FAILED = re.compile(r"\bfail(?:s|ed|ing)?\s+(?:\w+\s+)?$", re.I)  # "fails twice | to breach $60K"
 _PAST_GUARD = re.compile(r"\b(?:after|since|following|fail(?:s|ed)?\s+to|failing\s+to)\s+(?:\S+\s+){0,2}$", re.I)
 _REF_LEFT = re.compile(
     r"(?:\b(?:trad(?:es|ed|ing)|chang(?:es|ed|ing)\s+hands|was|is|sits|sat|stood|stands|hover(?:s|ed|ing)?"
@@ -515,50 +514,6 @@ def prep_direction(left: str, prep: re.Match[str]) -> str:
 
 # "if"/"unless"/"in case" opening the clause that holds the level, with no clause break in between.
 _CONDITION = re.compile(r"\b(?:if|unless|in\s+case|should)\s+(?:[^,;:?!.\u2013\u2014]){0,60}$", re.I)
-# "would need to hit $93K to flip silver": a requirement for something else, not a forecast.
-_REQUIREMENT = re.compile(r"\bwould\s+need\s+to\s+(?:[^,;:?!.\u2013\u2014]){0,40}$", re.I)
-# The level belongs to a token the text does not name, or to a race between tokens: "New Solana rival ... will
-# hit $22", "This altcoin set to beat DOGE to $1", "Which token will hit $1 first?". Checked between the asset's
-# name and the level.
-_OTHER_TOKEN = re.compile(
-    r"\b(?:this|these|that|a|an|new|emerging|another|\d+|two|three|four|five)\s+(?:[\w$.'-]+\s+){0,3}?"
-    r"(?:altcoins?|alts|tokens?|coins?|cryptos?|cryptocurrenc(?:y|ies)|memecoins?|meme\s+coins?|gems?|presales?)\b"
-    r"|\b(?:rival|competitor|contender|challenger)s?\b|\bwhich\s+(?:one|altcoin|token|coin|crypto|asset|memecoin)s?\b"
-    r"|\bbeat(?:s|ing)?\s+(?:it|them)\b",
-    re.I,
-)
-_RACE = re.compile(r"\bbeat(?:s|ing)?\s+(?:[\w$.'()-]+\s+){1,3}?to\s+(?:the\s+)?$", re.I)
-# "Cardano and new coin about to cross $1": named together, the level is the asset's too.
-_CO_SUBJECT = re.compile(r"^\W*(?:and|&)\s+")
-# A move the headline reports ("SOL rebounds to $141", "XRP surges to $0.45"): the level was reached, nothing is asked.
-_REPORTED_MOVE = re.compile(
-    r"\b(?:rises|jumps|climbs|soars|surges|falls|drops|slides|sinks|rallies|gains|spikes|dips|rebounds|recovers"
-    r"|bounces|slumps|plunges|tumbles|crashes|retreats|slips|declines|sheds|rockets|skyrockets|pumps|dumps"
-    r"|shoots|explodes|nosedives|dives|zooms|leaps|returns|reverts|retraces|corrects)"
-    r"\s+(?:(?:back|up|down|higher|lower)\s+)?(?:(?:by\s+)?\d+(?:\.\d+)?%\s+)?to\s+(?:the\s+)?$",
-    re.I,
-)
-# "Bearish trend targets $0.41", "bears aim for $50": the target of a move down.
-_BEAR_SUBJECT = re.compile(r"\bbear(?:s|ish)?\b(?:\s+[\w'-]+){0,2}\s*$", re.I)
-
-
-def not_its_forecast(unit: str, start: int, end: int, mentions: list[Mention], ticker: str) -> bool:
-    """Whether the level at ``unit[start:end]`` is not a forecast of ``ticker``'s price: another token's level, a race
-    between tokens, a requirement for something else, or a move the text reports."""
-    before = [m for m in mentions if m.end <= start and m.ticker == ticker]
-    between = unit[before[-1].end if before else 0 : start]
-    other = _OTHER_TOKEN.search(between)
-    if other and not (_CO_SUBJECT.match(between) and _CO_SUBJECT.match(between).end() == other.start()):
-        return True
-    if _RACE.search(unit[:start]):
-        return True
-    if before and re.search(r"\bthan\s+(?:the\s+)?$", unit[: before[-1].start], re.I):
-        return True  # "more bullish on ether than bitcoin, with a $35,000 target": the compared asset's level
-    # A reported move, unless the clause asks it: "Cardano skyrockets to $45 or crashes to $0.2?"
-    asked = re.match(r"[^?!:;,.\u2013\u2014]*\?", unit[end:]) and not re.search(r"\bbut\b", unit[end:].split("?")[0], re.I)
-    if _REQUIREMENT.search(unit[max(0, start - 80) : start]):
-        return True
-    return bool(_REPORTED_MOVE.search(unit[max(0, start - 40) : start]) and not asked)
 
 
 def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None:
@@ -585,8 +540,7 @@ def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None
         target = _RIGHT_TARGET.match(right)
         for pattern in (_CUE_MODAL, _CUE_TOWARD):
             m = pattern.search(left)
-            if m and m.groupdict().get("modal", "").lower() == "to" and (
-                    _TO_AFTER_MOVE.search(left[: m.start()]) or _TO_NOT_INFINITIVE.search(_between_modal_and_verb(m))):
+            if m and m.groupdict().get("modal", "").lower() == "to" and _TO_AFTER_MOVE.search(left[: m.start()]):
                 m = None
             if m:
                 cue_start = m.start()
@@ -635,8 +589,7 @@ def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None
             elif any(0 <= amount.start - m.end <= 2 for m in mentions) and re.match(r"\W*(?:\w+\s+)?price\b", right, re.I):
                 cue_start = amount.start  # "XRP $5 eruption price now looks nigh"
                 neutral = True
-        if (cue_start is None or _PAST_GUARD.search(left[:cue_start]) or _FAILED.search(left[:cue_start])
-                or _NEGATED.search(left[max(0, cue_start - 40):])):
+        if cue_start is None or _PAST_GUARD.search(left[:cue_start]) or _NEGATED.search(left[max(0, cue_start - 40):]):
             continue
         # A preposition right before the amount is the strongest direction signal ("close above", "dip below").
         prep = PREP_BEFORE.search(left)
@@ -661,10 +614,8 @@ def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None
         if asset is None and target:  # "$64K target for Bitcoin"
             asset = next((m.ticker for m in mentions if m.start >= amount.end
                           and re.fullmatch(r"\s*(?:price\s+)?\w+\s+(?:for|on)\s+", unit[amount.end : m.start], re.I)), None)
-        if asset is None or not_its_forecast(unit, amount.start, amount.end, mentions, asset):
+        if asset is None:
             continue
-        if direction == "above" and not prep and _BEAR_SUBJECT.search(left[:cue_start]):
-            direction = "below"
         if direction is None:
             if not neutral:
                 continue
@@ -674,15 +625,6 @@ def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None
             threshold=amount.value, currency="USD", detail={"written": amount.text, "currency": amount.currency or ""},
         )
     return None
-
-
-# "Drop to 1.44M as SOL rebounds to", "to blame for slump to": a "to" that is a preposition, not "to <verb>".
-_TO_NOT_INFINITIVE = re.compile(r"\d|\b(?:as|and|while|but|after|for|of|in|with|amid|from)\b", re.I)
-
-
-def _between_modal_and_verb(m: re.Match[str]) -> str:
-    verb = next(m.start(g) for g in ("up", "down", "neutral") if m.group(g) is not None)
-    return m.string[m.end("modal") : verb]
 
 
 def _asset_for(mentions: list[Mention], amount: Amount, after: list[Mention]) -> str | None:
