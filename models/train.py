@@ -87,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--combine", choices=("soup", "distil", "single"), default="distil")
     parser.add_argument("--student-seed", type=int, default=100)
     parser.add_argument("--epochs", type=int, default=Recipe.epochs)
+    parser.add_argument("--train-word-embeddings", action="store_true",
+                        help="tune the word embeddings too (frozen by default); the delta stores them")
     parser.add_argument("--lr", type=float, default=Recipe.lr)
     parser.add_argument("--out", type=Path, default=WEIGHTS_DIR, help="directory for the delta + config")
     parser.add_argument("--cache", type=Path, default=None, help="optional: keep/reuse per-seed weights here")
@@ -101,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.time()
     torch.set_num_threads(args.threads or torch.get_num_threads())
-    recipe = Recipe(epochs=args.epochs, lr=args.lr)
+    recipe = Recipe(epochs=args.epochs, lr=args.lr, train_word_embeddings=args.train_word_embeddings)
     train, valid = cryptolin_splits(args.data)
     news = [] if str(args.news) == "none" else read_labelled_csv(args.news)
     extra = [e for path in args.extra_news for e in read_labelled_csv(path)]

@@ -288,3 +288,10 @@ def test_a_soup_of_the_shipped_delta_with_itself_reads_like_it(tmp_path: Path) -
     assert all(abs(a.score - b.score) < 0.02 for a, b in zip(ours, souped, strict=True))
     with pytest.raises(ValueError, match="within 0..1"):
         soup(WEIGHTS_DIR, WEIGHTS_DIR, 1.5, tmp_path / "bad")
+
+
+def test_word_embeddings_are_tuned_only_when_the_recipe_says() -> None:
+    from models.sentiment.training import Recipe, new_net
+
+    assert not new_net(Recipe()).encoder.embeddings.word_embeddings.weight.requires_grad
+    assert new_net(Recipe(train_word_embeddings=True)).encoder.embeddings.word_embeddings.weight.requires_grad
