@@ -334,3 +334,22 @@ def test_registry_dates_are_checked() -> None:
         parse_registry("assets:\n  - {symbol: ABC, name: Abc, kind: coin, since: soon}\n")
     with pytest.raises(RegistryError, match="renamed.*needs .former_symbols"):
         parse_registry("assets:\n  - {symbol: ABC, name: Abc, kind: coin, renamed: 2024-01-01}\n")
+
+
+@pytest.mark.parametrize(
+    ("headline", "symbols"),
+    [
+        ("Avalanche Ventures backs three payments startups", []),
+        ("New rollup brings the Ethereum Virtual Machine to Cardano", ["ADA"]),
+        ("Ethereum-compatible chain Zedchain raises $8 million", []),
+        # the asset itself, next to such a word, is still the asset; foundations and trusts stay the asset's
+        ("Avalanche Ventures sells 5 million AVAX", ["AVAX"]),
+        ("Ethereum slides 4% as venture funds sell", ["ETH"]),
+        ("Grayscale launches Solana trust product", ["SOL"]),
+        ("Cardano Foundation names a new chair for its board", ["ADA"]),
+    ],
+)
+def test_a_fund_or_technology_named_after_an_asset_is_not_the_asset(headline: str, symbols: list[str]) -> None:
+    from models.tagging import get_tagger
+
+    assert sorted(get_tagger().tag(headline, "", date(2026, 11, 25)).symbols) == symbols

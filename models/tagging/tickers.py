@@ -74,6 +74,10 @@ CARRIED_ON = frozenset({"on", "to"})
 ACRONYM_AFTER = frozenset({"group", "groups", "hackers", "actor", "actors", "officials", "department", "secretary"})
 HYPHEN_AFTER = frozenset({"based", "backed", "powered", "native", "focused", "linked", "denominated"})
 LIST_WORDS = frozenset({"and", "or", "vs", "versus"})
+# After an asset's name these make a fund or a technology of it ("Solana Ventures", "Ethereum Virtual Machine",
+# "Ethereum-compatible"): no reader took them for the asset. Not "Foundation", "Labs" or "Trust": the labelled sets
+# disagree on those ("Ethereum Foundation launches zkAPI" is ETH in one, "Ethereum Foundation outlines grants" not).
+NAMED_AFTER = frozenset({"ventures", "virtual"})
 
 # Upper-case words that are common acronyms rather than emphasis ("SEC", "ETF"); used to tell a headline
 # written in capitals for emphasis ("BIG Crypto Fake-Out! RISK On!") from one that merely names agencies.
@@ -175,11 +179,13 @@ class TickerIndex:
                 cands.append((self.concat[word], i, i + 1, 0))
         if not cands:
             return []
+        kept = [c for c in cands if not self._named_after(toks, c[1], c[2])]
+        named_after, cands = len(kept) < len(cands), kept  # "Avalanche Ventures": not AVAX, but about crypto
 
         strong = {c[0] for c in cands if c[3] == 0}
         pending = [c for c in cands if c[3] != 0 and c[0] not in strong]
         if pending:
-            context = extra_context or bool(strong) or not CRYPTO_WORDS.isdisjoint(lows)
+            context = extra_context or bool(strong) or named_after or not CRYPTO_WORDS.isdisjoint(lows)
             shouting: bool | None = None
             covered = {j for c in cands if c[3] == 0 for j in range(c[1], c[2])}
             for symbol, start, stop, evidence in pending:
@@ -205,6 +211,14 @@ class TickerIndex:
                     covered.update(range(start, stop))
                     context = True  # an accepted asset makes the text about crypto for the rest
         return [(c[0], c[1]) for c in cands if c[0] in strong]
+
+    def _named_after(self, toks: Tokens, start: int, stop: int) -> bool:
+        """A fund or a technology named after the asset, not the asset: "Solana Ventures", "Ethereum virtual
+        machine", "Ethereum-compatible" (a name, not a symbol)."""
+        if stop >= len(toks.lows) or toks.words[start].isupper() or toks.kinds[start] == CASHTAG:
+            return False
+        nxt = toks.lows[stop]
+        return nxt in NAMED_AFTER or (nxt == "compatible" and toks.seps[stop - 1] == "-")
 
     def _app_name_ok(self, toks: Tokens, symbol: str, start: int, stop: int, covered: set[int]) -> bool:
         words, lows, kinds = toks.words, toks.lows, toks.kinds
