@@ -353,3 +353,13 @@ def test_a_fund_or_technology_named_after_an_asset_is_not_the_asset(headline: st
     from models.tagging import get_tagger
 
     assert sorted(get_tagger().tag(headline, "", date(2026, 11, 25)).symbols) == symbols
+
+
+def test_a_firm_or_protocol_named_like_its_token_is_the_firm() -> None:
+    from models.tagging import get_tagger
+
+    tagger = get_tagger()
+    assert tagger.tag("Enjin opens a studio in Singapore", "", date(2021, 6, 1)).symbols == []
+    assert tagger.tag("Kyber Network launches a lending desk", "", date(2021, 6, 1)).symbols == []
+    assert tagger.tag("Enjin Coin jumps 12% to $2.40", "", date(2021, 6, 1)).symbols == ["ENJ"]
+    assert tagger.tag("Kyber Network price jumps 9% to $1.80", "", date(2021, 6, 1)).symbols == ["KNC"]
