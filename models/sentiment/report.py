@@ -1,7 +1,7 @@
 """Everything issue #20 asks of sentiment and tickers, from one command (`cryptowire sentiment eval` without
 `--data`): headline sentiment on four sets (the news corpus's test part, CryptoLin's held-out split, today's
-feed headlines, the archive's validation headlines) for the shipped model, the previous model and two baselines; per-asset sentiment on the
-multi-asset headlines; tickers on the project's labelled sets, dated.
+feed headlines, the archive's validation headlines) for the shipped model, the previous model and two baselines;
+per-asset sentiment on the multi-asset headlines; tickers on the project's labelled sets, dated.
 
 The previous model is the weights at git revision ``previous`` (read with `git show`, so a clone with its
 history can compare); without git or that revision it is left out, saying why.

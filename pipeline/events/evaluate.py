@@ -325,11 +325,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="CryptoLin's train.csv (default: ../shared/data/sentiment/cryptolin/train.csv)")
     parser.add_argument("--rules-only", action="store_true",
                         help="the rules alone, without the learned price model (pipeline.events.learned)")
-    parser.add_argument("--split", choices=("dev", "test", "all", "val", "archive", "archive2", "archive3", "archive4"),
+    from pipeline.events.unseen import PART_PATHS
+
+    parser.add_argument("--split", choices=("dev", "test", "all", *PART_PATHS),
                         help="score the unseen-news set (models/eval/events_unseen.jsonl) instead: its development "
                         "part, its held-out test part, or both; val: the validation set "
-                        "(models/eval/events_validation.jsonl, development items labelled later); archive, archive2, archive3, archive4: "
-                        "development headlines without summaries (models/eval/events_archive*.jsonl)")
+                        "(models/eval/events_validation.jsonl, development items labelled later); archive, archive2, "
+                        "...: development headlines without summaries (models/eval/events_archive*.jsonl)")
     args = parser.parse_args(argv)
     try:
         if args.split:
