@@ -127,6 +127,6 @@ def test_dated_tickers_on_cryptolin_2018_2022() -> None:
     from models.tagging.dated import evaluate
 
     report = evaluate(CORPORA["cryptolin"], "all")["cryptolin"]
-    assert report["headlines"] == 1200
+    assert report["headlines"] == 2146  # the whole of train.csv
     assert report["mainstream_recall"] >= 0.93, report
-    assert report["precision"] >= 0.90, report
+    assert report["precision"] >= 0.95, report
