@@ -342,6 +342,7 @@ def test_registry_dates_are_checked() -> None:
         ("Avalanche Ventures backs three payments startups", []),
         ("New rollup brings the Ethereum Virtual Machine to Cardano", ["ADA"]),
         ("Ethereum-compatible chain Zedchain raises $8 million", []),
+        ("Litecoin clone Ziplite forked twice in one week", []),
         # the asset itself, next to such a word, is still the asset; foundations and trusts stay the asset's
         ("Avalanche Ventures sells 5 million AVAX", ["AVAX"]),
         ("Ethereum slides 4% as venture funds sell", ["ETH"]),
@@ -363,3 +364,12 @@ def test_a_firm_or_protocol_named_like_its_token_is_the_firm() -> None:
     assert tagger.tag("Kyber Network launches a lending desk", "", date(2021, 6, 1)).symbols == []
     assert tagger.tag("Enjin Coin jumps 12% to $2.40", "", date(2021, 6, 1)).symbols == ["ENJ"]
     assert tagger.tag("Kyber Network price jumps 9% to $1.80", "", date(2021, 6, 1)).symbols == ["KNC"]
+
+
+def test_icon_in_lower_case_is_a_word() -> None:
+    from models.tagging import get_tagger
+
+    tagger = get_tagger()
+    assert tagger.tag("Tennis icon joins an NFT drop for charity", "", date(2021, 6, 1)).symbols == []
+    assert tagger.tag("ICON network upgrade goes live", "", date(2021, 6, 1)).symbols == ["ICX"]
+    assert tagger.tag("ICX jumps 11% after the upgrade", "", date(2021, 6, 1)).symbols == ["ICX"]

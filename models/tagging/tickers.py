@@ -74,10 +74,10 @@ CARRIED_ON = frozenset({"on", "to"})
 ACRONYM_AFTER = frozenset({"group", "groups", "hackers", "actor", "actors", "officials", "department", "secretary"})
 HYPHEN_AFTER = frozenset({"based", "backed", "powered", "native", "focused", "linked", "denominated"})
 LIST_WORDS = frozenset({"and", "or", "vs", "versus"})
-# After an asset's name these make a fund or a technology of it ("Solana Ventures", "Ethereum Virtual Machine",
-# "Ethereum-compatible"): no reader took them for the asset. Not "Foundation", "Labs" or "Trust": the labelled sets
+# After an asset's name these make a fund, a technology or another coin of it ("Solana Ventures", "Ethereum Virtual
+# Machine", "Ethereum-compatible", "Ethereum clone CheapETH"): no reader took them for the asset. Not "Foundation", "Labs" or "Trust": the labelled sets
 # disagree on those ("Ethereum Foundation launches zkAPI" is ETH in one, "Ethereum Foundation outlines grants" not).
-NAMED_AFTER = frozenset({"ventures", "virtual"})
+NAMED_AFTER = frozenset({"ventures", "virtual", "clone", "clones"})
 
 # Upper-case words that are common acronyms rather than emphasis ("SEC", "ETF"); used to tell a headline
 # written in capitals for emphasis ("BIG Crypto Fake-Out! RISK On!") from one that merely names agencies.
@@ -213,8 +213,8 @@ class TickerIndex:
         return [(c[0], c[1]) for c in cands if c[0] in strong]
 
     def _named_after(self, toks: Tokens, start: int, stop: int) -> bool:
-        """A fund or a technology named after the asset, not the asset: "Solana Ventures", "Ethereum virtual
-        machine", "Ethereum-compatible" (a name, not a symbol)."""
+        """A fund, a technology or a copy named after the asset, not the asset: "Solana Ventures", "Ethereum
+        virtual machine", "Ethereum-compatible", "Ethereum clone" (a name, not a symbol)."""
         if stop >= len(toks.lows) or toks.words[start].isupper() or toks.kinds[start] == CASHTAG:
             return False
         nxt = toks.lows[stop]
