@@ -366,6 +366,16 @@ def test_a_firm_or_protocol_named_like_its_token_is_the_firm() -> None:
     assert tagger.tag("Kyber Network price jumps 9% to $1.80", "", date(2021, 6, 1)).symbols == ["KNC"]
 
 
+def test_plural_coins_and_long_tail_tokens_of_2021() -> None:
+    from models.tagging import get_tagger
+
+    tagger = get_tagger()
+    assert tagger.tag("Nayib's treasury buys 420 more bitcoins", "", date(2021, 9, 20)).symbols == ["BTC"]
+    assert tagger.tag("Farmers plot Chia crypto mining rigs in Ohio", "", date(2021, 6, 1)).symbols == ["XCH"]
+    assert tagger.tag("Fund buys $5 million in REEF tokens", "", date(2021, 6, 1)).symbols == ["REEF"]
+    assert tagger.tag("Divers map the reef off Belize", "", date(2021, 6, 1)).symbols == []
+
+
 def test_icon_in_lower_case_is_a_word() -> None:
     from models.tagging import get_tagger
 

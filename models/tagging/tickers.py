@@ -116,6 +116,8 @@ class TickerIndex:
                 folded = name.casefold()
                 evidence = 2 if folded in weak else 3 if folded in app else 0
                 self.names[key] = (a.symbol, evidence, name[:1].isupper())
+                if key.endswith("coin") and " " not in key:  # "150 more bitcoins", "dogecoins"
+                    self.names.setdefault(key + "s", self.names[key])
                 words = key.split(" ")
                 if len(words) > 1:
                     self.multi[words[0]] = max(self.multi.get(words[0], 0), len(words))
