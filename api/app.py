@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -16,12 +17,33 @@ from starlette.routing import Route
 
 from api import metrics, news, overview, pdf, usage
 from api.access import Access
+from api.errors import ApiError
 from api.metrics import MetricsMiddleware
 from warehouse.config import Settings, get_settings
 
 # Each component module exposes ``routes(state) -> list[BaseRoute]`` and may expose async
 # ``startup(state)`` / ``shutdown(state)``.
 COMPONENTS = (news, pdf, usage, overview, metrics)
+
+# The router's own refusals (no such path, a method the route does not take) in the API's JSON error shape.
+_ROUTER_ERRORS = {
+    404: ("NOT_FOUND", "no such endpoint: see / for the API's endpoints (/crypto-news/{accessKey}, "
+                       "/api/html-to-pdf/{accessKey}, /api/usage/{accessKey})"),
+    405: ("METHOD_NOT_ALLOWED", "this endpoint does not take {method}"),
+}
+
+
+async def http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, HTTPException)
+    code, message = _ROUTER_ERRORS.get(exc.status_code, ("HTTP_ERROR", str(exc.detail)))
+    message = message.replace("{method}", request.method)
+    headers = dict(exc.headers or {})
+    if "Allow" in headers and request.url.path.startswith("/api/html-to-pdf/"):  # it refuses HEAD itself
+        headers["Allow"] = ", ".join(m for m in headers["Allow"].split(", ") if m != "HEAD")
+    if "Allow" in headers:
+        message += f"; use {headers['Allow'].replace(', ', ' or ')}"
+    return ApiError(exc.status_code, code, message, headers).rest_response()
+
 
 @dataclass
 class AppState:
@@ -68,6 +90,7 @@ def create_app(settings: Settings | None = None, access: Access | None = None) -
         routes.extend(c.routes(state))
     # Outermost of the app's own middleware: it times the whole request and sees the route the router chose.
     middleware = [Middleware(MetricsMiddleware, state=state)]
-    app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware,
+                    exception_handlers={HTTPException: http_error})
     app.state.cw = state
     return app

@@ -294,6 +294,24 @@ def test_post_errors(env: Env, kwargs: dict, status: int, code: str) -> None:
     assert r.json()["error"]["message"]
 
 
+def test_a_selector_that_cannot_be_parsed_is_400_and_not_charged(env: Env) -> None:
+    r = env.get(url=env.page.url("/hello"), waitForSelector="div[")
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["code"] == "INVALID_PARAMETER" and "`waitForSelector`" in r.json()["error"]["message"]
+    assert "x-cu-cost" not in r.headers  # refunded: nothing charged
+
+
+def test_router_refusals_are_json(env: Env) -> None:
+    r = httpx.head(env.api.url(PDF), params={"url": env.page.url("/hello")}, timeout=30)
+    assert r.status_code == 405 and r.headers["allow"] == "GET, POST"
+    for method in ("PUT", "DELETE"):
+        r = httpx.request(method, env.api.url(PDF), timeout=30)
+        assert r.status_code == 405 and r.json()["error"]["code"] == "METHOD_NOT_ALLOWED", r.text
+        assert "GET or POST" in r.json()["error"]["message"]
+    r = httpx.get(env.api.url("/no/such/endpoint"), timeout=30)
+    assert r.status_code == 404 and r.json()["error"]["code"] == "NOT_FOUND"
+
+
 def test_chunked_body_over_16kb_is_413(env: Env) -> None:
     def chunks() -> Iterator[bytes]:
         yield b'{"url": "http://example.com/", "filename": "'

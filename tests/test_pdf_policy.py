@@ -46,6 +46,16 @@ from warehouse.config import Settings
         "http://example.com:0/",
         "http://[fe80::1%25eth0]/",
         "http:///path",
+        # malformed hosts are the caller's mistake, never a 500 or a DNS failure
+        "http://[::1/",
+        "http://]/",
+        "http://[zzz]/",
+        "http://[2001:4860:4860::8888]x/",
+        "http://256.1.1.1/",
+        "http://-/",
+        "http://xn--/",
+        "http://" + "a" * 64 + ".example/",
+        "http://" + "a." * 130 + "example/",
     ],
 )
 def test_malformed_or_foreign_urls_are_400(raw: str) -> None:

@@ -79,6 +79,8 @@ class PdfEndpoint:
         caller: Caller | None = None
         charge: Charge | None = None
         try:
+            if request.method == "HEAD":  # Starlette routes HEAD with GET; a render only for its headers is waste
+                raise ApiError(405, "METHOD_NOT_ALLOWED", "use GET or POST to render a page", {"Allow": "GET, POST"})
             caller = await access.check(request.path_params["accessKey"], "pdf")
             params: PdfParams = parse_params(await read_raw(request), self.state.settings.pdf_timeout_ms)
             deadline = loop.time() + params.timeout_ms / 1000

@@ -260,10 +260,18 @@ class Session:
         if self.page_crashed:
             return ApiError(502, "RENDERER_CRASHED", "the page crashed the renderer (out of memory or a browser bug)")
         text = str(exc).split("\n", 1)[0][:300]
+        if self.stage.startswith("waiting for") and any(m in text for m in _SELECTOR_SYNTAX):
+            return ApiError(400, "INVALID_PARAMETER", f"`waitForSelector` is not a valid selector ({text}); give a "
+                            "CSS selector such as `main h1` or `#chart`")
         if "Download is starting" in text:
             return ApiError(502, "NOT_A_PAGE", "the URL answers with a download, not a page that can be printed")
         log.warning("pdf: render failed while %s: %s", self.stage, text)
         return ApiError(502, "RENDER_FAILED", f"rendering failed while {self.stage}: {text}")
+
+
+# How Playwright words a selector it cannot parse: the caller's mistake (400), not a failed render.
+_SELECTOR_SYNTAX = ("Unexpected token", "is not a valid selector", "Unknown engine", "Malformed selector",
+                    "Unexpected end of selector")
 
 
 def _pdf_options(params: PdfParams) -> dict[str, Any]:

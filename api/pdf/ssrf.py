@@ -25,6 +25,7 @@ DEFAULT_PORTS = {"http": 80, "https": 443}
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
 _HOST_CHARS = re.compile(r"^[a-z0-9._\-]+$")
 _NUMERIC_LABEL = re.compile(r"^(0x[0-9a-f]*|[0-9]+)$")
+_DOTTED_QUAD = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$")
 _CANONICAL_V4 = re.compile(r"^(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])(\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])){3}$")
 
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
@@ -108,7 +109,11 @@ def parse_url(raw: str, what: str = "url") -> Url:
     rest = raw[len(scheme) + 1 :]
     if not rest.startswith("//"):
         raise BadUrl(f"`{what}` must be absolute: {scheme}://host/path")
-    parts = urlsplit(scheme + ":" + rest)
+    try:
+        parts = urlsplit(scheme + ":" + rest)
+    except ValueError as exc:  # an unclosed or stray bracket: "http://[::1/", "http://]/"
+        raise BadUrl(f"`{what}` is not a valid URL ({exc}); an IPv6 address goes in brackets: "
+                     "http://[2001:db8::1]/") from None
     netloc = parts.netloc
     if "@" in netloc:
         raise BadUrl(f"`{what}` contains credentials (user@host); they are not allowed")
@@ -127,6 +132,8 @@ def _parse_host(netloc: str, what: str) -> tuple[str, IP | None]:
     if netloc.startswith("["):
         end = netloc.find("]")
         literal = netloc[1:end] if end > 0 else ""
+        if end > 0 and netloc[end + 1 :] and not netloc[end + 1 :].startswith(":"):
+            raise BadUrl(f"`{what}` has characters after the IPv6 address {netloc!r}; only :port may follow ']'")
         if "%" in literal:
             raise BadUrl(f"`{what}` has an IPv6 zone id; it is not allowed")
         try:
@@ -147,10 +154,14 @@ def _parse_host(netloc: str, what: str) -> tuple[str, IP | None]:
         host = host[:-1]
     if not host or not _HOST_CHARS.match(host) or ".." in host:
         raise BadUrl(f"`{what}` has an invalid host name {host!r}")
+    _check_labels(host, what)
     # Browsers (WHATWG URL) read a host whose last label is numeric as an IPv4 address, also in decimal, octal
     # and hex spellings (2130706433, 0177.0.0.1, 0x7f.1, 127.1). Only the canonical dotted quad is accepted, so
     # that the address checked here is the address a browser or resolver would use.
     if _NUMERIC_LABEL.match(host.rsplit(".", 1)[-1]):
+        if _DOTTED_QUAD.match(host) and not _CANONICAL_V4.match(host) and not any(
+                len(x) > 1 and x.startswith("0") for x in host.split(".")):
+            raise BadUrl(f"`{what}` has an invalid IPv4 address {host!r}: each of its four numbers is 0 to 255")
         if not _CANONICAL_V4.match(host):
             raise Blocked(
                 f"`{what}` spells an IP address in a non-canonical form ({host!r}); "
@@ -159,6 +170,22 @@ def _parse_host(netloc: str, what: str) -> tuple[str, IP | None]:
         v4 = ipaddress.IPv4Address(host)
         return str(v4), v4
     return host, None
+
+
+def _check_labels(host: str, what: str) -> None:
+    """Host names a resolver would refuse are the caller's mistake (400), not a DNS failure (502)."""
+    if len(host) > 253:
+        raise BadUrl(f"`{what}` has a host name longer than 253 characters")
+    for label in host.split("."):
+        if not 1 <= len(label) <= 63:
+            raise BadUrl(f"`{what}` has a host name with a label of {len(label)} characters; each is 1 to 63")
+        if label.startswith("-") or label.endswith("-"):
+            raise BadUrl(f"`{what}` has a host name label that starts or ends with '-' ({label!r})")
+        if label.startswith("xn--"):
+            try:
+                label.encode("ascii").decode("idna")
+            except UnicodeError:
+                raise BadUrl(f"`{what}` has an invalid punycode label {label!r}") from None
 
 
 def address_problem(ip: IP) -> str | None:
