@@ -98,6 +98,17 @@ def _values(args: dict[str, Any], name: str) -> tuple[str, ...] | None:
     return tuple(values)
 
 
+def _ordered(args: dict[str, Any], low: str, high: str) -> None:
+    """A range whose start is after its end can match nothing: say so instead of answering an empty page."""
+    lo, hi = args.get(low), args.get(high)
+    if lo is not None and hi is not None and lo.at >= hi.upper_exclusive():
+
+        def shown(i: Any) -> str:
+            return i.at.date().isoformat() if i.date_only else i.at.isoformat() + "Z"
+
+        raise _bad(f"`{low}` ({shown(lo)}) is after `{high}` ({shown(hi)}): swap them, or leave one out")
+
+
 def _page(args: dict[str, Any], decode: Callable[[str], Any]) -> PageRequest:
     return PageRequest(
         first=args.get("first"), last=args.get("last"),
@@ -109,6 +120,7 @@ def parse_news_args(args: dict[str, Any]) -> tuple[PageRequest, NewsFilters]:
     search = args.get("search")
     if search is not None and len(search) > MAX_SEARCH:
         raise _bad(f"`search` is {len(search)} characters long; at most {MAX_SEARCH} are allowed")
+    _ordered(args, "since", "until")
     filters = NewsFilters(
         tickers=_values(args, "tickers"), topics=_values(args, "topics"), sentiment=args.get("sentiment"),
         sources=_values(args, "sources"), since=args.get("since"), until=args.get("until"), search=search or None,
@@ -121,6 +133,7 @@ def parse_story_args(args: dict[str, Any]) -> tuple[PageRequest, StoryFilters]:
     min_sources = args.get("minSources")
     if min_sources is not None and not 1 <= min_sources <= 1000:
         raise _bad(f"`minSources` must be from 1 to 1000 (got {min_sources})")
+    _ordered(args, "since", "until")
     filters = StoryFilters(
         tickers=_values(args, "tickers"), topics=_values(args, "topics"), since=args.get("since"),
         until=args.get("until"), min_sources=min_sources,
@@ -129,6 +142,7 @@ def parse_story_args(args: dict[str, Any]) -> tuple[PageRequest, StoryFilters]:
 
 
 def parse_event_args(args: dict[str, Any]) -> tuple[PageRequest, EventFilters]:
+    _ordered(args, "dateFrom", "dateTo")
     filters = EventFilters(
         tickers=_values(args, "tickers"), tags=_values(args, "tags"), status=args.get("status"),
         date_from=args.get("dateFrom"), date_to=args.get("dateTo"),

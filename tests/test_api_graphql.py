@@ -266,6 +266,18 @@ def test_request_errors(server: ApiServer) -> None:
     assert r.status_code == 405 and code(r) == "METHOD_NOT_ALLOWED"
 
 
+@pytest.mark.parametrize(("field", "path", "args"), [
+    ("cryptoNews", "/crypto-news/", 'since: "2026-11-20T00:00:00Z", until: "2026-11-01T00:00:00Z"'),
+    ("stories", "/crypto-news/", 'since: "2026-11-20T00:00:00Z", until: "2026-11-01T00:00:00Z"'),
+    ("predictionEvents", "/prediction-events/", 'dateFrom: "2026-12-31T00:00:00Z", dateTo: "2026-01-01T00:00:00Z"'),
+])
+def test_a_reversed_range_is_refused_and_costs_nothing(server: ApiServer, field: str, path: str, args: str) -> None:
+    r = post(server, {"query": f"{{ {field}({args}) {{ edges {{ cursor }} }} }}"}, path + KEY)
+    assert r.status_code == 400 and code(r) == "BAD_USER_INPUT", r.text
+    assert "swap them" in r.json()["errors"][0]["message"]
+    assert r.headers.get("x-cu-cost", "0") == "0"
+
+
 @pytest.mark.parametrize("cursor", ["nope", "2024-13-45", "bjE6eDp5Onp6OjE", "", "x" * 600])
 def test_bad_cursors(server: ApiServer, cursor: str) -> None:
     for field, path in (("cryptoNews", "/crypto-news/"), ("predictionEvents", "/prediction-events/")):
