@@ -144,6 +144,10 @@ News = GraphQLObjectType(
         "newsUrl": GraphQLField(GraphQLString),
         "imageUrl": GraphQLField(GraphQLString),
         "date": GraphQLField(_nn(DateTime), description="Publication time (UTC)."),
+        "dateInferred": GraphQLField(
+            _nn(GraphQLBoolean), description="True when the feed gave no publication time: `date` is then the time "
+                                             "cryptowire first fetched the item (false in snapshots that predate it).",
+        ),
         "story": GraphQLField(StorySummary, description="Its story; null in snapshots published before stories, "
                               "and for an article not grouped yet."),
     },

@@ -469,3 +469,16 @@ def test_metered_requests_charge_the_cost_and_bad_input_nothing(tmp_path: Path, 
         assert r.status_code == 403 and code(r) == "FORBIDDEN"  # the key is not enabled for events
         after = post(srv, usage_q, f"/crypto-news/{key}").json()["data"]["usage"]
         assert after["cuUsedToday"] == 26 and after["cuRemainingToday"] == before["cuRemainingToday"] - 26
+
+
+@pytest.mark.parametrize("parts", [False, True])
+def test_date_inferred_tells_the_fetch_time_from_a_publication_time(tmp_path: Path, parts: bool) -> None:
+    articles = make_articles(6, 0)
+    articles[2]["date_inferred"] = True  # its feed gave no date: published_at is when it was fetched
+    home = tmp_path / "home"
+    build(home, Data(articles, make_events(2)), parts=parts)
+    with ApiServer(create_app(Settings(home=home), access=StaticKeys([KEY]))) as srv:
+        r = post(srv, {"query": "{ cryptoNews(first: 10) { edges { node { id dateInferred } } } }"})
+    assert r.status_code == 200, r.text
+    flags = {e["node"]["id"]: e["node"]["dateInferred"] for e in r.json()["data"]["cryptoNews"]["edges"]}
+    assert flags == {a["id"]: a is articles[2] for a in articles}

@@ -225,6 +225,7 @@ NO_STORY_COLUMNS = (
     ", NULL::VARCHAR AS story_id, NULL::VARCHAR AS story_title, NULL::INTEGER AS story_articles, "
     "NULL::INTEGER AS story_sources, NULL::TIMESTAMP AS story_first_seen"
 )
+DATE_INFERRED = ', date_inferred AS "dateInferred"'
 # Timestamps are formatted in Python, once per page: measured cheaper than strftime() in the query.
 
 
@@ -289,7 +290,8 @@ class SnapshotReader:
         if layout is not None:  # always the current format: every column is there
             self._withdrawn = "withdrawn_reason"
             self._event_columns = f'{EVENT_COLUMNS}, withdrawn_reason AS "withdrawnReason"'
-            self._news_columns = NEWS_COLUMNS + ', ticker_sentiments AS "tickerSentiments"' + NEWS_STORY_COLUMNS
+            self._news_columns = (NEWS_COLUMNS + ', ticker_sentiments AS "tickerSentiments"' + NEWS_STORY_COLUMNS
+                                  + DATE_INFERRED)
             self._has_stories = True
             self.counts["stories"] = sum(seg.count for seg in layout.get("stories", []))
             return
@@ -315,6 +317,12 @@ class SnapshotReader:
         ).fetchall()[0][0]
         self._has_stories = bool(has)
         self._news_columns += NEWS_STORY_COLUMNS if has else NO_STORY_COLUMNS
+        # ... and the oldest ones do not say which dates were the fetch time.
+        has = con.execute(
+            "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'news' AND column_name = 'date_inferred' "
+            "AND database_name = current_database()"
+        ).fetchall()[0][0]
+        self._news_columns += DATE_INFERRED if has else ', false AS "dateInferred"'
         self.counts["stories"] = (
             int(con.execute("SELECT count(*) FROM stories").fetchall()[0][0]) if has else 0
         )
