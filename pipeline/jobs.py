@@ -64,6 +64,7 @@ class AssetOutcome:
     ok: bool
     metadata: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    skipped: bool = False  # not run: an asset it depends on failed
 
 
 @dataclass
@@ -189,6 +190,12 @@ def materialize(
             step = event.step_key or "?"
             err = event.event_specific_data.error  # type: ignore[union-attr]
             outcomes[step] = AssetOutcome(step, False, error=_root_cause(err))
+    # The in-process executor records nothing for the steps after a failure: planned assets without an outcome
+    # were not run, and the summary says so rather than leaving them out.
+    names = {key.to_user_string() for a in ALL_ASSETS for key in a.keys}
+    for step in result.dagster_run.step_keys_to_execute or []:
+        if step in names and step not in outcomes:
+            outcomes[step] = AssetOutcome(step, False, error="not run: an asset it depends on failed", skipped=True)
     checks = []
     for ev in result.get_asset_check_evaluations():
         checks.append(

@@ -81,7 +81,9 @@ def _open(path: Path, read_only: bool, wait: float) -> duckdb.DuckDBPyConnection
                 raise
             waited = time.monotonic() - started
             if waited >= wait:
-                raise _locked(path, read_only, exc, waited) from exc
+                # from None: DuckDB's own text advises the *reader's* fix (-readonly), and run summaries show the
+                # innermost cause; ours names the holder (its PID) and what to do.
+                raise _locked(path, read_only, exc, waited) from None
             time.sleep(min(delay, max(0.0, wait - waited)))
             delay = min(1.0, delay * 2)
 

@@ -26,12 +26,13 @@ def _settings(feeds: Path | None = None) -> Any:
 
 def _print_summary(summary: Any) -> None:
     typer.echo(f"run {summary.run_id}: {'succeeded' if summary.ok else 'FAILED'}")
+    width = max([20, *(len(a.asset) for a in summary.assets)])
     for a in summary.assets:
         if a.ok:
             shown = {k: v for k, v in a.metadata.items() if not isinstance(v, list | dict)}
-            typer.echo(f"  {a.asset:<20} ok      " + ", ".join(f"{k}={v}" for k, v in shown.items()))
+            typer.echo(f"  {a.asset:<{width}} ok      " + ", ".join(f"{k}={v}" for k, v in shown.items()))
         else:
-            typer.echo(f"  {a.asset:<20} FAILED  {a.error}")
+            typer.echo(f"  {a.asset:<{width}} {'skipped' if a.skipped else 'FAILED ':<7} {a.error}")
     failed = [c for c in summary.checks if not c["passed"]]
     typer.echo(f"  checks: {len(summary.checks) - len(failed)} passed, {len(failed)} failed")
     for c in failed:
