@@ -13,6 +13,11 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Click's plain help, not Typer's rich panels: those (typer 0.29) show every flag with a value type
+    # (`--json <bool>`, though it takes none) and keep each line break of a docstring, so help wrapped in the
+    # source stayed broken mid-sentence. Click rewraps paragraphs to the terminal. The sub-apps (keys, plot,
+    # sentiment) set the same.
+    rich_markup_mode=None,
 )
 
 # Each command module exposes register(app) and imports its heavy code inside the commands.

@@ -102,6 +102,7 @@ def test_materialize_sample_end_to_end_and_again(isolated_home: Path) -> None:
     import polars as pl
 
     out = isolated_home / "exports"
+    out.mkdir(exist_ok=True)  # export and plot write into a directory that exists
     parquet = _invoke("export", "--table", "articles", "--format", "parquet", "--out", str(out / "a.parquet"))
     frame = pl.read_parquet(out / "a.parquet")
     assert parquet["rows"] == frame.height == n_raw

@@ -6,23 +6,29 @@ from pathlib import Path
 
 import typer
 
-from pipeline.commands.output import emit_json, fail
+from pipeline.commands.output import emit_json, fail, require_out_dir
 
+# The warehouse tables README.md's analyst section names, in its order. Only these names ever reach the SQL.
 TABLES = (
     "articles",
     "article_tickers",
+    "asset_sentiment",
     "crypto_assets",
+    "stories",
+    "story_articles",
+    "article_embeddings",
     "prediction_events",
     "prediction_event_sources",
-    "asset_sentiment",
     "raw_articles",
     "feed_fetches",
 )
+FORMATS = {".parquet": "parquet", ".csv": "csv"}  # --out's suffix -> the format it names
 
 
 def export_table(warehouse: Path, table: str, fmt: str, out: Path) -> int:
     """Copy one table to ``out``; returns the row count. Opens the warehouse read-only."""
-
+    if table not in TABLES or fmt not in FORMATS.values():
+        raise ValueError(f"cannot export table {table!r} as {fmt!r}")
     from warehouse import db
 
     try:
@@ -30,7 +36,6 @@ def export_table(warehouse: Path, table: str, fmt: str, out: Path) -> int:
     except db.WarehouseLocked as exc:
         raise RuntimeError(str(exc)) from exc
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
         options = "(FORMAT parquet, COMPRESSION zstd)" if fmt == "parquet" else "(FORMAT csv, HEADER true)"
         # CSV has no list type: lists are written as JSON arrays so that other tools can read them back.
         select = "*"
@@ -43,7 +48,8 @@ def export_table(warehouse: Path, table: str, fmt: str, out: Path) -> int:
             select = ", ".join(
                 f"to_json({name}) AS {name}" if dtype.endswith("[]") else name for name, dtype in cols
             )
-        con.execute(f"COPY (SELECT {select} FROM {table}) TO '{out}' {options}")
+        literal = str(out).replace("'", "''")
+        con.execute(f"COPY (SELECT {select} FROM {table}) TO '{literal}' {options}")
         return con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]
     finally:
         con.close()
@@ -53,8 +59,10 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def export(
         table: str = typer.Option(..., "--table", help=f"One of: {', '.join(TABLES)}."),
-        fmt: str = typer.Option("parquet", "--format", help="parquet or csv."),
-        out: Path = typer.Option(..., "--out", help="File to write."),
+        fmt: str | None = typer.Option(
+            None, "--format", help="parquet or csv (default: the one --out's suffix names, else parquet)."
+        ),
+        out: Path = typer.Option(..., "--out", help="File to write, in a directory that exists."),
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     ) -> None:
         """Write a warehouse table to Parquet or CSV."""
@@ -62,8 +70,14 @@ def register(app: typer.Typer) -> None:
 
         if table not in TABLES:
             fail(f"unknown table {table!r}: choose one of {', '.join(TABLES)}")
-        if fmt not in ("parquet", "csv"):
+        named = FORMATS.get(out.suffix.lower())  # a.csv is CSV; a.txt or a says nothing
+        fmt = fmt or named or "parquet"
+        if fmt not in FORMATS.values():
             fail(f"unknown format {fmt!r}: choose parquet or csv")
+        if named and named != fmt:
+            fail(f"--format {fmt} but --out {out} names a {named} file: name it {out.with_suffix('.' + fmt).name}, "
+                 "or leave out --format (the suffix chooses)")
+        require_out_dir(out)
         warehouse = get_settings().warehouse_path
         if not warehouse.exists():
             fail(f"no warehouse at {warehouse}: run `cryptowire materialize` first")

@@ -21,6 +21,7 @@ from pipeline.commands.output import emit_json, fail
 keys_app = typer.Typer(
     help="Access keys: create (shown once), list, revoke, rotate, set-plan. Only a hash of each key is stored.",
     no_args_is_help=True,
+    rich_markup_mode=None,  # Click's help, as pipeline/cli.py
 )
 
 

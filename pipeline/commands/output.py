@@ -26,3 +26,17 @@ def fail(message: str, code: int = 1) -> None:
     """Print a clear error to stderr and exit non-zero."""
     typer.secho(f"error: {message}", err=True, fg=typer.colors.RED)
     raise typer.Exit(code)
+
+
+def require_out_dir(out: Path) -> None:
+    """Refuse an --out whose directory is missing rather than create it: a mistyped path would otherwise leave
+    directories anywhere, even at the filesystem root."""
+    import shlex
+
+    parent = out.parent
+    if parent.is_dir():
+        return
+    if parent.exists():
+        fail(f"--out {out}: {parent} is not a directory")
+    fail(f"--out {out}: the directory {parent} does not exist; create it first (mkdir -p {shlex.quote(str(parent))}) "
+         "or write somewhere else")

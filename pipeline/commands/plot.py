@@ -1,5 +1,5 @@
-"""`cryptowire plot sentiment`: a ticker's sentiment over time as a PNG, from the latest serving snapshot (readable
-while a run writes the warehouse), with the same buckets as the API's `assetSentiment`."""
+"""`cryptowire plot sentiment`: a ticker's sentiment over time as a PNG (or SVG, PDF), from the latest serving
+snapshot (readable while a run writes the warehouse), with the same buckets as the API's `assetSentiment`."""
 
 from __future__ import annotations
 
@@ -9,14 +9,18 @@ from typing import Any
 
 import typer
 
-from pipeline.commands.output import emit_json, fail
+from pipeline.commands.output import emit_json, fail, require_out_dir
 
-plot_app = typer.Typer(help="Charts of the served data, written as image files.", no_args_is_help=True)
+IMAGE_SUFFIXES = (".png", ".svg", ".pdf")  # the chart is written in the format --out's suffix names
+
+plot_app = typer.Typer(help="Charts of the served data, written as image files.", no_args_is_help=True,
+                       rich_markup_mode=None)  # Click's help, as pipeline/cli.py
 
 
-def render_sentiment_png(series: dict[str, Any], out: Path, width: float = 10.0, height: float = 6.0,
-                         dpi: int = 100) -> None:
-    """Mean score per bucket (top) over stacked article counts by label (bottom)."""
+def render_sentiment_chart(series: dict[str, Any], out: Path, width: float = 10.0, height: float = 6.0,
+                           dpi: int = 100) -> None:
+    """Mean score per bucket (top) over stacked article counts by label (bottom), in the format of ``out``'s
+    suffix (png, svg or pdf)."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only: never a display
@@ -49,8 +53,7 @@ def render_sentiment_png(series: dict[str, Any], out: Path, width: float = 10.0,
         bottom.grid(alpha=0.3, axis="y")
         fig.autofmt_xdate()
         fig.tight_layout()
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out, format="png")
+        fig.savefig(out, format=out.suffix[1:].lower())
     finally:
         plt.close(fig)
 
@@ -59,7 +62,8 @@ def register(app: typer.Typer) -> None:
     @plot_app.command("sentiment")
     def sentiment(
         ticker: str = typer.Option(..., "--ticker", help="The ticker, e.g. BTC."),
-        out: Path = typer.Option(..., "--out", help="The PNG file to write."),
+        out: Path = typer.Option(..., "--out", help="The image file to write: .png, .svg or .pdf, in a directory "
+                                 "that exists."),
         interval: str = typer.Option("day", "--interval", help="hour, day or week."),
         since: str = typer.Option(None, "--since", help="From this date or ISO time (default: 30 days, 168 hours "
                                   "or 26 weeks before --until)."),
@@ -74,6 +78,9 @@ def register(app: typer.Typer) -> None:
         from warehouse.read import CursorError, parse_instant
         from warehouse.trends import INTERVALS, RangeError, SentimentRequest, sentiment_series
 
+        if out.suffix.lower() not in IMAGE_SUFFIXES:
+            fail(f"--out {out}: name a .png, .svg or .pdf file (the chart is written in the format its suffix names)")
+        require_out_dir(out)
         name = interval.upper()
         if name not in INTERVALS:
             fail(f"unknown --interval {interval!r}: choose hour, day or week")
@@ -99,7 +106,7 @@ def register(app: typer.Typer) -> None:
             fail(f"no dated article mentions {series['ticker']} {shown}: widen --since/--until, or list the "
                  "tickers with `cryptowire sql --snapshot \"SELECT ticker, sum(articles) FROM sentiment "
                  "WHERE grain = 'day' GROUP BY ALL ORDER BY 2 DESC\"`")
-        render_sentiment_png(series, out)
+        render_sentiment_chart(series, out)
         articles = sum(b["articles"] for b in series["buckets"])
         if as_json:
             emit_json({"out": str(out), "ticker": series["ticker"], "interval": name, "since": series["since"],

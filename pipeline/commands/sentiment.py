@@ -6,7 +6,8 @@ from pathlib import Path
 
 import typer
 
-sentiment_app = typer.Typer(help="The sentiment model: evaluate the shipped weights.", no_args_is_help=True)
+sentiment_app = typer.Typer(help="The sentiment model: evaluate the shipped weights.", no_args_is_help=True,
+                            rich_markup_mode=None)  # Click's help, as pipeline/cli.py
 
 
 @sentiment_app.command("eval")

@@ -46,20 +46,31 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def sql(
         query: str = typer.Argument(
-            ..., help="The SQL to run. The database is opened read-only; COPY ... TO can still write files."
+            ..., help="One SQL statement to run. The database is opened read-only; COPY ... TO can still write files."
         ),
         snapshot: bool = typer.Option(
-            False, "--snapshot", help="Query the latest serving snapshot (tables news, events) instead of the "
-            "warehouse; works while a materialization holds the warehouse."
+            False, "--snapshot", help="Query the latest serving snapshot instead of the warehouse; works while a "
+            "materialization holds the warehouse. Its tables: news (the served articles, with story_id), events, "
+            "stories, sentiment (a copy of asset_sentiment), filter_values and snapshot_info."
         ),
         as_json: bool = typer.Option(False, "--json", help="Print rows as a JSON list of objects."),
         max_rows: int = typer.Option(50, "--max-rows", min=1, help="Rows shown in the table view (the first ones)."),
     ) -> None:
-        """Run a read-only SQL query against the warehouse (or the latest snapshot) and print the result."""
+        """Run one read-only SQL statement against the warehouse (or the latest snapshot) and print the result."""
         import duckdb
 
         from warehouse import db
 
+        try:
+            statements = len(duckdb.extract_statements(query))
+        except duckdb.Error as exc:
+            fail(f"{exc}".strip())
+        if statements == 0:
+            example = '--snapshot "SELECT count(*) FROM news"' if snapshot else '"SELECT count(*) FROM articles"'
+            fail(f"the statement is empty: pass one SQL statement, e.g. cryptowire sql {example}")
+        if statements > 1:
+            fail(f"{statements} SQL statements given: run them one at a time (`cryptowire sql` runs one statement "
+                 "and prints its result)")
         try:
             if snapshot:  # a single file or a set of parts (warehouse.parts)
                 from warehouse.parts import connect_snapshot
