@@ -33,13 +33,19 @@ _ROUTER_ERRORS = {
 }
 
 
+_METHOD_ORDER = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
 async def http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
     code, message = _ROUTER_ERRORS.get(exc.status_code, ("HTTP_ERROR", str(exc.detail)))
     message = message.replace("{method}", request.method)
     headers = dict(exc.headers or {})
-    if "Allow" in headers and request.url.path.startswith("/api/html-to-pdf/"):  # it refuses HEAD itself
-        headers["Allow"] = ", ".join(m for m in headers["Allow"].split(", ") if m != "HEAD")
+    if "Allow" in headers:  # the router lists a set, in no fixed order
+        allowed = set(headers["Allow"].split(", "))
+        if request.url.path.startswith("/api/html-to-pdf/"):  # it refuses HEAD itself
+            allowed.discard("HEAD")
+        headers["Allow"] = ", ".join(m for m in _METHOD_ORDER if m in allowed)
     if "Allow" in headers:
         message += f"; use {headers['Allow'].replace(', ', ' or ')}"
     return ApiError(exc.status_code, code, message, headers).rest_response()

@@ -317,15 +317,15 @@ class SnapshotReader:
         ).fetchall()[0][0]
         self._has_stories = bool(has)
         self._news_columns += NEWS_STORY_COLUMNS if has else NO_STORY_COLUMNS
-        # ... and the oldest ones do not say which dates were the fetch time.
-        has = con.execute(
-            "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'news' AND column_name = 'date_inferred' "
-            "AND database_name = current_database()"
-        ).fetchall()[0][0]
-        self._news_columns += DATE_INFERRED if has else ', false AS "dateInferred"'
         self.counts["stories"] = (
             int(con.execute("SELECT count(*) FROM stories").fetchall()[0][0]) if has else 0
         )
+        # ... and the oldest ones do not say which dates were the fetch time.
+        dated = con.execute(
+            "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'news' AND column_name = 'date_inferred' "
+            "AND database_name = current_database()"
+        ).fetchall()[0][0]
+        self._news_columns += DATE_INFERRED if dated else ', false AS "dateInferred"'
 
     @classmethod
     def info(cls, con: duckdb.DuckDBPyConnection) -> tuple[str, int, int]:
