@@ -78,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-asset-extra", action="store_true",
                         help="build per-asset rows from the --extra-news headlines too (keeps the per-asset rows' "
                              "share of the training as the news rows grow)")
+    parser.add_argument("--per-asset-rounds", type=int, default=1,
+                        help="pairings of single-asset headlines for the per-asset rows (each a new shuffle): keeps "
+                             "per-asset questions' weight as the headlines grow")
     parser.add_argument("--no-per-asset", action="store_true",
                         help="do not add the per-asset rows (\"<asset>: <headline>\") built from the news headlines")
     parser.add_argument("--cryptolin-repeat", type=int, default=1,
@@ -95,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--calibration-only", action="store_true", help="only rewrite the int8 calibration texts")
     args = parser.parse_args(argv)
+    if args.per_asset_rounds < 1:
+        parser.error(f"--per-asset-rounds must be 1 or more, not {args.per_asset_rounds}")
     if args.cryptolin_repeat < 1:
         parser.error(f"--cryptolin-repeat must be 1 or more, not {args.cryptolin_repeat}")
     if args.calibration_only:
@@ -110,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     _log(f"train {len(train)} CryptoLin + {len(news)} news headlines + {len(extra)} more / held-out {len(valid)} "
          f"CryptoLin headlines; recipe {recipe.as_dict()}")
     asked = news + extra if args.per_asset_extra else news
-    per_asset = per_asset_examples(asked) if news and not args.no_per_asset else []
+    per_asset = per_asset_examples(asked, rounds=args.per_asset_rounds) if news and not args.no_per_asset else []
     if per_asset:
         _log(f"+ {len(per_asset)} per-asset rows built from single-asset headlines of {len(asked)}")
     news = news + extra
@@ -183,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
                        f"three readers' votes as soft labels; + "
                        f"{len(per_asset)} per-asset rows built from its single-asset headlines" if news else ""),
             "train_rows": len(train), "valid_rows": len(valid), "news_rows": len(news), "per_asset_rows": len(per_asset),
-            "cryptolin_repeat": args.cryptolin_repeat, "seeds": args.seeds, "combine": args.combine,
+            "cryptolin_repeat": args.cryptolin_repeat, "per_asset_rounds": args.per_asset_rounds, "seeds": args.seeds, "combine": args.combine,
             "student_seed": args.student_seed if args.combine == "distil" else None,
             "recipe": recipe.as_dict(), "valid_figures": figures,
             "torch": torch.__version__,

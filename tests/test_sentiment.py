@@ -295,3 +295,16 @@ def test_word_embeddings_are_tuned_only_when_the_recipe_says() -> None:
 
     assert not new_net(Recipe()).encoder.embeddings.word_embeddings.weight.requires_grad
     assert new_net(Recipe(train_word_embeddings=True)).encoder.embeddings.word_embeddings.weight.requires_grad
+
+
+def test_per_asset_rows_pair_single_asset_headlines_and_more_rounds_add_pairings() -> None:
+    from models.sentiment.data import per_asset_examples
+
+    news = read_labelled_csv(NEWS_DEV)[:400]
+    one, two = per_asset_examples(news), per_asset_examples(news, rounds=2)
+    assert one and two[: len(one)] == one  # the first round is what a single round gives
+    pairs = [e for e in two[len(one):] if e.id.startswith("pair:")]
+    assert pairs and len(pairs) == len(two) - len(one)
+    assert {e.id for e in pairs} - {e.id for e in one}  # new pairings, not the same again
+    for e in two:
+        assert e.text.split(":", 1)[0]  # every row names the asset it asks about

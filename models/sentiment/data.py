@@ -92,10 +92,11 @@ def asset_text(name: str, text: str) -> str:
     return f"{name}: {text}"
 
 
-def per_asset_examples(news: list[Example], seed: int = 0) -> list[Example]:
+def per_asset_examples(news: list[Example], seed: int = 0, rounds: int = 1) -> list[Example]:
     """Training rows for per-asset sentiment, built from headlines that name one asset only: each such
     headline asked about its asset, and pairs of them joined ("<h1>; <h2>") asked about each asset in turn,
-    with that headline's label and votes. No multi-asset headline is used, so all of them stay for measuring."""
+    with that headline's label and votes; ``rounds`` pairings, each of a new shuffle. No multi-asset headline is
+    used, so all of them stay for measuring."""
     import random
 
     from models.tagging import get_tagger, load_registry
@@ -109,12 +110,13 @@ def per_asset_examples(news: list[Example], seed: int = 0) -> list[Example]:
     rows = [Example(asset_text(name, e.text), e.label, f"asset:{e.id}", e.votes) for name, e in single]
     rng = random.Random(seed)
     shuffled = single[:]
-    rng.shuffle(shuffled)
-    for (n1, e1), (n2, e2) in zip(shuffled[0::2], shuffled[1::2], strict=False):
-        if n1 == n2:
-            continue
-        joined = f"{e1.text.rstrip('.')}; {e2.text}"
-        rows.append(Example(asset_text(n1, joined), e1.label, f"pair:{e1.id}:{e2.id}", e1.votes))
-        rows.append(Example(asset_text(n2, joined), e2.label, f"pair:{e2.id}:{e1.id}", e2.votes))
+    for _ in range(rounds):
+        rng.shuffle(shuffled)
+        for (n1, e1), (n2, e2) in zip(shuffled[0::2], shuffled[1::2], strict=False):
+            if n1 == n2:
+                continue
+            joined = f"{e1.text.rstrip('.')}; {e2.text}"
+            rows.append(Example(asset_text(n1, joined), e1.label, f"pair:{e1.id}:{e2.id}", e1.votes))
+            rows.append(Example(asset_text(n2, joined), e2.label, f"pair:{e2.id}:{e1.id}", e2.votes))
     return rows
 
