@@ -547,3 +547,27 @@ def test_readers_keep_a_set_open_across_a_switch_in_one_process(tmp_path: Path) 
             c3.execute("INSERT INTO p1.news SELECT * FROM p1.news LIMIT 1")
         finally:
             c3.close()
+
+
+def test_a_part_damaged_on_disk_is_found_and_never_reused(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    _warehouse(home, dataset())
+    first = _publish(home)
+    snapshots = home / "snapshots"
+    day = next(n for p, n in _parts(first).items() if p != HEAD)  # a closed period's part
+    with open(snapshots / day, "r+b") as f:  # disk trouble: the file loses its second half
+        f.truncate((snapshots / day).stat().st_size // 2)
+
+    assert not valid_snapshot(first)
+    found = repair_snapshots(snapshots, fix=False)  # what `cryptowire doctor --check` reports
+    assert found and "not a complete snapshot" in found[0], found
+    assert repair_snapshots(snapshots) and current_snapshot(snapshots) is None  # no intact set to point at
+
+    second = _publish(home)  # the next run builds every period anew instead of reusing the damaged part
+    assert day not in _parts(second).values() and valid_snapshot(second)
+    con, reader = open_reader(second)
+    try:
+        assert reader.counts["news"] == len(dataset().articles)
+    finally:
+        con.close()

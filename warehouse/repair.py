@@ -12,6 +12,7 @@ from pathlib import Path
 import duckdb
 
 from warehouse import db, parts
+from warehouse.parts.build import damage
 from warehouse.publish import PARTIAL, POINTER, in_use, list_snapshots, point_to
 
 
@@ -23,7 +24,7 @@ def valid_snapshot(path: Path) -> bool:
             names = parts.set_parts(path)
         except (OSError, ValueError, KeyError):
             return False
-        return all((path.parent / n).is_file() for n in names) and valid_snapshot(path.parent / names[0])
+        return not any(damage(path.parent, n) for n in names) and valid_snapshot(path.parent / names[0])
     try:
         con = duckdb.connect(str(path), read_only=True)
     except duckdb.Error:

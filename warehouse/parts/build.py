@@ -53,8 +53,28 @@ class Part:
 
     @classmethod
     def load(cls, snapshots_dir: Path, name: str) -> Part:
+        """Raises ValueError for a part whose file is not the size it was written at (damaged on disk), so that a
+        publish builds its period anew instead of reusing it."""
         data = json.loads((snapshots_dir / sidecar_name(name)).read_text())
+        problem = damage(snapshots_dir, name, data)
+        if problem:
+            raise ValueError(problem)
         return cls(name, data["period"], data["counts"], data["keys"], data["values"], data["agg"])
+
+
+def damage(snapshots_dir: Path, name: str, sidecar: dict[str, Any] | None = None) -> str | None:
+    """Why a finished part cannot be trusted (missing, no sidecar, or not the size its sidecar recorded), or None.
+    Parts written before sizes were recorded are checked for presence only."""
+    path = snapshots_dir / name
+    try:
+        data = sidecar if sidecar is not None else json.loads((snapshots_dir / sidecar_name(name)).read_text())
+        size = path.stat().st_size
+    except (OSError, ValueError) as exc:
+        return f"part {name} cannot be read ({type(exc).__name__})"
+    written = data.get("bytes")
+    if written is not None and size != written:
+        return f"part {name} is damaged: {size} bytes on disk, {written} when it was written"
+    return None
 
 
 def sidecar_name(part_name: str) -> str:
@@ -144,6 +164,7 @@ def build_part(
     part = Part(name, period, counts, keys, values, agg)
     _write_json(snapshots_dir / sidecar_name(name), {
         "period": period, "counts": counts, "keys": keys, "values": values, "agg": agg,
+        "bytes": partial.stat().st_size,  # checked before a part is reused or served (Part.load, damage)
     })
     os.replace(partial, path)
     return part
