@@ -83,6 +83,11 @@ def _plain(value: Any) -> Any:
     return str(raw)
 
 
+def check_steps(checks: list[Any]) -> dict[str, Any]:
+    """Step key -> check spec: how Dagster names the step that runs each asset check."""
+    return {f"{spec.asset_key.to_python_identifier()}_{spec.name}": spec for c in checks for spec in c.check_specs}
+
+
 def _root_cause(err: Any) -> str:
     """The exception our code raised, without Dagster's wrappers: ``AllFeedsFailed: all 1 feeds failed ...``."""
     if err is None:
@@ -180,6 +185,17 @@ def materialize(
         finally:
             running.clear()
             stop.set()
+    assets, checks = summarize(result, ALL_ASSETS, ALL_CHECKS)
+    return RunSummary(
+        run_id=result.run_id, ok=result.success, assets=assets, checks=checks, repairs=repairs
+    )
+
+
+def summarize(
+    result: Any, all_assets: list[Any], all_checks: list[Any]
+) -> tuple[list[AssetOutcome], list[dict[str, Any]]]:
+    """One outcome per planned asset (materialized, failed with its root cause, or not run) and one entry per
+    check (its evaluation, or a failure when it raised) from a finished ``dg.materialize`` result."""
     outcomes: dict[str, AssetOutcome] = {}
     for event in result.all_events:
         if event.event_type_value == "ASSET_MATERIALIZATION":
@@ -192,11 +208,18 @@ def materialize(
             outcomes[step] = AssetOutcome(step, False, error=_root_cause(err))
     # The in-process executor records nothing for the steps after a failure: planned assets without an outcome
     # were not run, and the summary says so rather than leaving them out.
-    names = {key.to_user_string() for a in ALL_ASSETS for key in a.keys}
+    names = {key.to_user_string() for a in all_assets for key in a.keys}
     for step in result.dagster_run.step_keys_to_execute or []:
         if step in names and step not in outcomes:
             outcomes[step] = AssetOutcome(step, False, error="not run: an asset it depends on failed", skipped=True)
     checks = []
+    # A check that raised has no evaluation: it is a failed check (not a passed one, nor an asset).
+    specs = check_steps(all_checks)
+    for step in [k for k, o in outcomes.items() if k in specs and not o.ok]:
+        spec, outcome = specs[step], outcomes.pop(step)
+        if not outcome.skipped:
+            checks.append({"asset": spec.asset_key.to_user_string(), "check": spec.name, "passed": False,
+                           "severity": "ERROR", "metadata": {"error": outcome.error}})
     for ev in result.get_asset_check_evaluations():
         checks.append(
             {
@@ -207,9 +230,7 @@ def materialize(
                 "metadata": {k: _plain(v) for k, v in ev.metadata.items()},
             }
         )
-    return RunSummary(
-        run_id=result.run_id, ok=result.success, assets=list(outcomes.values()), checks=checks, repairs=repairs
-    )
+    return list(outcomes.values()), checks
 
 
 def doctor(settings: Settings, fix: bool = True) -> tuple[list[str], str | None]:

@@ -36,7 +36,10 @@ def _print_summary(summary: Any) -> None:
     failed = [c for c in summary.checks if not c["passed"]]
     typer.echo(f"  checks: {len(summary.checks) - len(failed)} passed, {len(failed)} failed")
     for c in failed:
-        typer.echo(f"    {c['asset']}.{c['check']} failed: {c['metadata'].get('violations')} violation(s)")
+        if "error" in c["metadata"]:
+            typer.echo(f"    {c['asset']}.{c['check']} could not run: {c['metadata']['error']}")
+        else:
+            typer.echo(f"    {c['asset']}.{c['check']} failed: {c['metadata'].get('violations')} violation(s)")
 
 
 WAIT_TIMEOUT = typer.Option(
