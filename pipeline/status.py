@@ -191,12 +191,13 @@ def render(report: dict[str, Any]) -> str:
     lines.append(f"newest article: {_shown(newest) if newest else 'none'}")
     if report["assets"]:
         lines.append("assets:")
-        lines.append(f"  {'asset':<20} {'last materialized':<24} {'in its last run':<16} whole run")
+        w = max([20, *(len(a["asset"]) for a in report["assets"])])
+        lines.append(f"  {'asset':<{w}} {'last materialized':<24} {'in its last run':<16} whole run")
         for a in report["assets"]:
             run = a["last_run"]
             outcome, whole = (run["outcome"], f"{run['run_id'][:8]} {run['status']}") if run else ("-", "-")
             whole += " (process gone)" if run and run["process_gone"] else ""
-            lines.append(f"  {a['asset']:<20} {_shown(a['last_materialized']):<24} {outcome:<16} {whole}")
+            lines.append(f"  {a['asset']:<{w}} {_shown(a['last_materialized']):<24} {outcome:<16} {whole}")
     if report["runs_in_progress"]:
         lines.append("runs not finished:")
         for r in report["runs_in_progress"]:

@@ -175,6 +175,8 @@ def test_cli_keys_lifecycle_and_usage(data_home: Path) -> None:
     assert code == 0
     rotated = json.loads(out)
     assert rotated["id"] == made["id"] and rotated["key"] != made["key"] and rotated["apis"] == ["news", "pdf"]
+    code, out = _cli(runner, "keys", "rotate", made["id"], "--grace-hours", "0")
+    assert code == 0 and "stopped working now" in out and "keeps working" not in out, out
 
     code, out = _cli(runner, "keys", "revoke", made["id"])
     assert code == 0

@@ -188,8 +188,10 @@ def rotate(
         store.close()
     _show_new_key({"id": key_id, "key": key, "plan": row["plan"], "apis": row["apis"]}, as_json, "Rotated")
     if not as_json:
-        until = _when(time.time() + grace_hours * 3600)
-        typer.echo(f"The previous key keeps working until {until}.")
+        if grace_hours:
+            typer.echo(f"The previous key keeps working until {_when(time.time() + grace_hours * 3600)}.")
+        else:
+            typer.echo("The previous key stopped working now.")
 
 
 @keys_app.command("set-plan")

@@ -91,7 +91,7 @@ def register(app: typer.Typer) -> None:
         settings = get_settings()
         path = current_snapshot(settings.snapshots_dir)
         if path is None:
-            fail(f"no published snapshot under {settings.snapshots_dir}: run `cryptowire materialize` first")
+            fail(f"no published snapshot under {settings.snapshots_dir} (its CURRENT names none): run `cryptowire doctor`, which points it at the newest complete snapshot if there is one, or `cryptowire materialize`")
         from warehouse.parts import connect_snapshot
 
         con = connect_snapshot(path)

@@ -23,7 +23,7 @@ def _target(snapshot: bool) -> Path:
 
         path = current_snapshot(settings.snapshots_dir)
         if path is None:
-            fail(f"no published snapshot under {settings.snapshots_dir}: run `cryptowire materialize` first")
+            fail(f"no published snapshot under {settings.snapshots_dir} (its CURRENT names none): run `cryptowire doctor`, which points it at the newest complete snapshot if there is one, or `cryptowire materialize`")
         return path
     if not settings.warehouse_path.exists():
         fail(f"no warehouse at {settings.warehouse_path}: run `cryptowire materialize` first")
