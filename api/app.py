@@ -31,8 +31,6 @@ _ROUTER_ERRORS = {
                        "/api/html-to-pdf/{accessKey}, /api/usage/{accessKey})"),
     405: ("METHOD_NOT_ALLOWED", "this endpoint does not take {method}"),
 }
-
-
 _METHOD_ORDER = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
 
@@ -46,7 +44,6 @@ async def http_error(request: Request, exc: Exception) -> JSONResponse:
         if request.url.path.startswith("/api/html-to-pdf/"):  # it refuses HEAD itself
             allowed.discard("HEAD")
         headers["Allow"] = ", ".join(m for m in _METHOD_ORDER if m in allowed)
-    if "Allow" in headers:
         message += f"; use {headers['Allow'].replace(', ', ' or ')}"
     return ApiError(exc.status_code, code, message, headers).rest_response()
 
