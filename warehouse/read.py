@@ -229,6 +229,14 @@ DATE_INFERRED = ', date_inferred AS "dateInferred"'
 # Timestamps are formatted in Python, once per page: measured cheaper than strftime() in the query.
 
 
+def has_column(con: duckdb.DuckDBPyConnection, table: str, column: str) -> bool:
+    """Whether the open database's ``table`` has ``column`` (older snapshots lack the newer ones)."""
+    return bool(con.execute(
+        "SELECT 1 FROM duckdb_columns() WHERE table_name = ? AND column_name = ? AND database_name = current_database()",
+        [table, column],
+    ).fetchall())
+
+
 def _escape_like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
@@ -296,36 +304,21 @@ class SnapshotReader:
             self.counts["stories"] = sum(seg.count for seg in layout.get("stories", []))
             return
         # Snapshots published before events could be withdrawn have no such column: none of theirs is.
-        has = con.execute(
-            "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'events' AND column_name = 'withdrawn_reason' "
-            "AND database_name = current_database()"
-        ).fetchall()[0][0]
-        self._withdrawn = "withdrawn_reason" if has else "NULL::VARCHAR"
+        self._withdrawn = "withdrawn_reason" if has_column(con, "events", "withdrawn_reason") else "NULL::VARCHAR"
         self._event_columns = f'{EVENT_COLUMNS}, {self._withdrawn} AS "withdrawnReason"'
         # ... and those published before tickers had their own sentiment have no ticker_sentiments.
-        has = con.execute(
-            "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'news' AND column_name = 'ticker_sentiments' "
-            "AND database_name = current_database()"
-        ).fetchall()[0][0]
-        self._news_columns = NEWS_COLUMNS + (', ticker_sentiments AS "tickerSentiments"' if has
+        self._news_columns = NEWS_COLUMNS + (', ticker_sentiments AS "tickerSentiments"'
+                                             if has_column(con, "news", "ticker_sentiments")
                                              else ', []::STRUCT(ticker VARCHAR, label VARCHAR, score DOUBLE)[] AS "tickerSentiments"')
         # ... and those published before stories have neither story columns nor a stories table: every article
         # stands for itself there, and the list of stories is empty.
-        has = con.execute(
-            "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'news' AND column_name = 'story_id' "
-            "AND database_name = current_database()"
-        ).fetchall()[0][0]
-        self._has_stories = bool(has)
-        self._news_columns += NEWS_STORY_COLUMNS if has else NO_STORY_COLUMNS
+        self._has_stories = has_column(con, "news", "story_id")
+        self._news_columns += NEWS_STORY_COLUMNS if self._has_stories else NO_STORY_COLUMNS
         self.counts["stories"] = (
-            int(con.execute("SELECT count(*) FROM stories").fetchall()[0][0]) if has else 0
+            int(con.execute("SELECT count(*) FROM stories").fetchall()[0][0]) if self._has_stories else 0
         )
         # ... and the oldest ones do not say which dates were the fetch time.
-        dated = con.execute(
-            "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'news' AND column_name = 'date_inferred' "
-            "AND database_name = current_database()"
-        ).fetchall()[0][0]
-        self._news_columns += DATE_INFERRED if dated else ', false AS "dateInferred"'
+        self._news_columns += DATE_INFERRED if has_column(con, "news", "date_inferred") else ', false AS "dateInferred"'
 
     @classmethod
     def info(cls, con: duckdb.DuckDBPyConnection) -> tuple[str, int, int]:

@@ -24,7 +24,7 @@ from typing import Any
 
 import duckdb
 
-from warehouse.read import Instant, iso_ms
+from warehouse.read import Instant, has_column, iso_ms
 
 INTERVALS = {"HOUR": timedelta(hours=1), "DAY": timedelta(days=1), "WEEK": timedelta(weeks=1)}
 MAX_BUCKETS = {"HOUR": 24 * 31, "DAY": 732, "WEEK": 262}  # 31 days of hours, 2 years of days, 5 years of weeks
@@ -110,13 +110,6 @@ def has_table(con: duckdb.DuckDBPyConnection, table: str) -> bool:
         "SELECT 1 FROM duckdb_tables() WHERE table_name = $t AND database_name = current_database() "
         "UNION ALL SELECT 1 FROM duckdb_views() WHERE view_name = $t AND database_name = current_database()",
         {"t": table},
-    ).fetchall())
-
-
-def has_column(con: duckdb.DuckDBPyConnection, table: str, column: str) -> bool:
-    return bool(con.execute(
-        "SELECT 1 FROM duckdb_columns() WHERE table_name = ? AND column_name = ? AND database_name = current_database()",
-        [table, column],
     ).fetchall())
 
 

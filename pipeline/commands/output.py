@@ -40,3 +40,15 @@ def require_out_dir(out: Path) -> None:
         fail(f"--out {out}: {parent} is not a directory")
     fail(f"--out {out}: the directory {parent} does not exist; create it first (mkdir -p {shlex.quote(str(parent))}) "
          "or write somewhere else")
+
+
+def latest_snapshot(snapshots_dir: Path) -> Path:
+    """The snapshot ``CURRENT`` names, or a clear error saying how to get one."""
+    from warehouse.publish import current_snapshot
+
+    path = current_snapshot(snapshots_dir)
+    if path is None:
+        fail(f"no published snapshot under {snapshots_dir} (its CURRENT names none): run `cryptowire doctor`, which "
+             "points it at the newest complete snapshot if there is one, or `cryptowire materialize`")
+    assert path is not None
+    return path

@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from pipeline.commands.output import emit_json, fail, require_out_dir
+from pipeline.commands.output import emit_json, fail, latest_snapshot, require_out_dir
 
 IMAGE_SUFFIXES = (".png", ".svg", ".pdf")  # the chart is written in the format --out's suffix names
 
@@ -74,7 +74,6 @@ def register(app: typer.Typer) -> None:
         """Chart a ticker's daily (or hourly, weekly) mean sentiment and article counts, as `assetSentiment`."""
 
         from warehouse.config import get_settings
-        from warehouse.publish import current_snapshot
         from warehouse.read import CursorError, parse_instant
         from warehouse.trends import INTERVALS, RangeError, SentimentRequest, sentiment_series
 
@@ -89,9 +88,7 @@ def register(app: typer.Typer) -> None:
         except CursorError as exc:
             fail(f"--since/--until: {exc}")
         settings = get_settings()
-        path = current_snapshot(settings.snapshots_dir)
-        if path is None:
-            fail(f"no published snapshot under {settings.snapshots_dir} (its CURRENT names none): run `cryptowire doctor`, which points it at the newest complete snapshot if there is one, or `cryptowire materialize`")
+        path = latest_snapshot(settings.snapshots_dir)
         from warehouse.parts import connect_snapshot
 
         con = connect_snapshot(path)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from pipeline.commands.output import emit_json, fail
+from pipeline.commands.output import emit_json, fail, latest_snapshot
 
 if TYPE_CHECKING:
     from duckdb import DuckDBPyRelation
@@ -19,12 +19,7 @@ def _target(snapshot: bool) -> Path:
 
     settings = get_settings()
     if snapshot:
-        from warehouse.publish import current_snapshot
-
-        path = current_snapshot(settings.snapshots_dir)
-        if path is None:
-            fail(f"no published snapshot under {settings.snapshots_dir} (its CURRENT names none): run `cryptowire doctor`, which points it at the newest complete snapshot if there is one, or `cryptowire materialize`")
-        return path
+        return latest_snapshot(settings.snapshots_dir)
     if not settings.warehouse_path.exists():
         fail(f"no warehouse at {settings.warehouse_path}: run `cryptowire materialize` first")
     return settings.warehouse_path
