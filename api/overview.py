@@ -30,6 +30,7 @@ from starlette.responses import HTMLResponse
 from starlette.routing import BaseRoute, Route
 
 from api.snapshots import Snapshot, SnapshotManager
+from warehouse.read import has_column
 from warehouse.trends import has_table
 
 log = logging.getLogger("cryptowire.api")
@@ -135,7 +136,7 @@ def compute(snap: Snapshot) -> Facts:
         created_at = con.execute("SELECT created_at FROM snapshot_info").fetchall()[0][0]
         newest = oldest = newest_dated = None
         # Snapshots published before the column existed cannot tell undated items apart: the page says so then.
-        dated = bool(con.execute("SELECT 1 FROM pragma_table_info('news') WHERE name = 'date_inferred'").fetchall())
+        dated = has_column(con, "news", "date_inferred")
         if snap.articles:
             newest = con.execute("SELECT published_at FROM news WHERE pos = 0").fetchall()[0][0]
             if dated:

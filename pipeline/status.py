@@ -136,6 +136,7 @@ def _runs(settings: Settings) -> tuple[list[dict[str, Any]], list[dict[str, Any]
         assets.append(
             {"asset": name, "last_materialized": _iso(mat.timestamp if mat else None), "last_run": last_run}
         )
+    materialized_at = {a["asset"]: a["last_materialized"] for a in assets}
     checks = []
     evaluated = {CheckStatus.SUCCEEDED, CheckStatus.FAILED}  # not PLANNED: a failed run never evaluated those
     for definition in ALL_CHECKS:
@@ -149,13 +150,36 @@ def _runs(settings: Settings) -> tuple[list[dict[str, Any]], list[dict[str, Any]
             data = event.dagster_event.event_specific_data if event and event.dagster_event else None
             # FAILED: the check itself raised, so it did not pass
             passed = getattr(data, "passed", None) if records[0].status == CheckStatus.SUCCEEDED else False
-            checks.append({"asset": check_key.asset_key.to_user_string(), "check": check_key.name, "passed": passed})
+            asset = check_key.asset_key.to_user_string()
+            at = _iso(event.timestamp if event else None)  # the evaluation's time, not the run's planning
+            # a check skipped by the asset's later runs still shows its old result: say it is older than the data
+            stale = bool(at and materialized_at.get(asset) and at < materialized_at[asset])
+            checks.append({"asset": asset, "check": check_key.name, "passed": passed, "evaluated_at": at,
+                           "stale": stale})
     runs = [
         {"run_id": r.run_id, "status": r.status, "pid": r.pid, "host": r.host, "since": r.since, "alive": r.alive,
          "why": r.reason}
         for r in unfinished.values()
     ]
     return assets, checks, runs
+
+
+def _serving(settings: Settings) -> dict[str, Any]:
+    """What the API would serve: the snapshot ``CURRENT`` names, and whether it opens complete."""
+    from warehouse.publish import current_snapshot
+    from warehouse.repair import valid_snapshot
+
+    try:
+        current = current_snapshot(settings.snapshots_dir)
+    except ValueError as exc:
+        return {"current": None, "complete": False, "problem": f"{exc}: run `cryptowire doctor` to repoint it"}
+    if current is None:
+        return {"current": None, "complete": False,
+                "problem": "nothing published yet: run `cryptowire materialize` to publish a snapshot"}
+    if current.is_file() and valid_snapshot(current):
+        return {"current": current.name, "complete": True, "problem": None}
+    return {"current": current.name, "complete": False,
+            "problem": "it is missing or damaged: run `cryptowire doctor` to point CURRENT at the newest complete one"}
 
 
 def collect(settings: Settings) -> dict[str, Any]:
@@ -166,6 +190,7 @@ def collect(settings: Settings) -> dict[str, Any]:
         "snapshots": str(settings.snapshots_dir.resolve()),
         "feeds_file": str(settings.feeds_file),
         **_warehouse(settings),
+        "serving": _serving(settings),
         "assets": assets,
         "checks": checks,
         "runs_in_progress": runs,
@@ -189,6 +214,11 @@ def render(report: dict[str, Any]) -> str:
     lines += [f"  {t:<26} {n:>8}" for t, n in report["counts"].items()]
     newest = report["newest_article"]
     lines.append(f"newest article: {_shown(newest) if newest else 'none'}")
+    serving = report["serving"]
+    if serving["complete"]:
+        lines.append(f"serving snapshot: {serving['current']} (complete)")
+    else:
+        lines.append(f"serving snapshot: {serving['current'] or 'none'}: NOT SERVABLE, {serving['problem']}")
     if report["assets"]:
         lines.append("assets:")
         w = max([20, *(len(a["asset"]) for a in report["assets"])])
@@ -209,7 +239,15 @@ def render(report: dict[str, Any]) -> str:
         passed = sum(c["passed"] is True for c in report["checks"])
         failed = [c for c in report["checks"] if c["passed"] is False]
         lines.append(f"checks (last evaluation of each): {passed} passed, {len(failed)} failed")
-        lines += [f"  FAILED {c['asset']}.{c['check']}" for c in failed]
+        lines += [
+            f"  FAILED {c['asset']}.{c['check']} (evaluated {_shown(c['evaluated_at'])}"
+            + (", before the asset's last materialization: stale)" if c["stale"] else ")")
+            for c in failed
+        ]
+        stale = sum(c["stale"] for c in report["checks"])
+        if stale:
+            lines.append(f"  {stale} of these results predate their asset's last materialization "
+                         "(the check did not run since): `cryptowire materialize` evaluates them again")
     if report["feeds"]:
         lines.append("feeds (last fetch):")
         # http is "-" for file feeds, which have no HTTP status

@@ -261,6 +261,8 @@ def test_status_reports_each_assets_own_outcome_in_a_failed_run(
     assert all(ISO_UTC.match(f["at"]) for f in report["feeds"])
     # only checks that were evaluated count: those of the one asset materialized
     assert report["checks"] and {c["asset"] for c in report["checks"]} == {"crypto_assets"}
+    assert report["serving"] == {"current": None, "complete": False,
+                                 "problem": "nothing published yet: run `cryptowire materialize` to publish a snapshot"}
 
     code, out = _cli("status")
     assert code == 0, out
@@ -269,6 +271,7 @@ def test_status_reports_each_assets_own_outcome_in_a_failed_run(
     assert lines[at + 1].split() == ["asset", "last", "materialized", "in", "its", "last", "run", "whole", "run"]
     row = next(line for line in lines[at:] if line.strip().startswith("crypto_assets"))
     assert "materialized" in row and row.endswith("FAILURE") and " UTC " in row
+    assert "serving snapshot: none: NOT SERVABLE, nothing published yet" in out
     feeds_header = lines[lines.index("feeds (last fetch):") + 1]
     assert feeds_header.split() == ["feed", "fetched", "at", "http", "seen", "new", "result"]
     assert any(line.strip().startswith("Gone") and "ERROR no such file" in line for line in lines)
@@ -305,3 +308,19 @@ def test_materialize_failures_are_one_line_each(tmp_path: Path) -> None:
     # the assets that could not run are listed as such, not left out
     assert re.search(r"articles +skipped not run: an asset it depends on failed", output), output
     assert "Traceback" not in output and "STEP_FAILURE" not in output and len(output.splitlines()) < 20, output
+
+
+def test_status_marks_a_check_result_older_than_its_asset() -> None:
+    """A check the asset's later runs did not evaluate keeps its old result: status says it predates the data."""
+    from pipeline.status import render
+
+    report = {"home": "h", "warehouse": "w", "snapshots": "s", "feeds_file": "f", "exists": True, "counts": {},
+              "newest_article": None, "feeds": [], "runs_in_progress": [], "assets": [],
+              "serving": {"current": "news-x.duckdb", "complete": True, "problem": None},
+              "checks": [{"asset": "articles", "check": "scored", "passed": False, "stale": True,
+                          "evaluated_at": "2026-11-20T10:00:00Z"},
+                         {"asset": "articles", "check": "dated", "passed": True, "stale": False,
+                          "evaluated_at": "2026-11-26T10:00:00Z"}]}
+    out = render(report)
+    assert "FAILED articles.scored (evaluated 2026-11-20 10:00:00 UTC, before the asset's last materialization: stale)" in out
+    assert "1 of these results predate" in out and "serving snapshot: news-x.duckdb (complete)" in out

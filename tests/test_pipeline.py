@@ -97,6 +97,9 @@ def test_materialize_sample_end_to_end_and_again(isolated_home: Path) -> None:
     assert all(a["last_run"] and a["last_run"]["status"] == "SUCCESS" for a in status["assets"]), status["assets"]
     assert status["feeds"] and all(f["error"] is None for f in status["feeds"])
     assert any(c["check"] == "published_matches_warehouse" and c["passed"] for c in status["checks"])
+    # every check ran after its asset's last materialization, and the API would serve a complete snapshot
+    assert not any(c["stale"] for c in status["checks"]) and all(c["evaluated_at"] for c in status["checks"])
+    assert status["serving"]["complete"] and status["serving"]["current"].startswith(("snapshot-", "set-"))
 
     # What analysts do next: export a curated table, read it back with polars; query with `cryptowire sql`.
     import polars as pl
