@@ -128,6 +128,15 @@ def wait_for_pool(instance: Any, timeout: float | None, say: Callable[[str], Non
         time.sleep(POLL_SECONDS * 2)
 
 
+def _wait_for_readers(settings: Settings, wait_timeout: float | None) -> None:
+    """Open the warehouse once before the run: a process reading it (a notebook, the duckdb CLI) blocks every
+    writer, and without this each asset of the run would wait out the same reader in turn before failing."""
+    from warehouse import db
+
+    wait = db.WRITER_LOCK_WAIT if wait_timeout is None else wait_timeout
+    db.connect(settings.warehouse_path, lock_wait=wait).close()  # raises WarehouseLocked, naming the holder
+
+
 def materialize(
     settings: Settings,
     select: list[str] | None = None,
@@ -164,6 +173,7 @@ def materialize(
         repairs += repair_files(settings)
         for line in repairs:
             say(f"repaired: {line}")
+        _wait_for_readers(settings, wait_timeout)
         stop = threading.Event()
         beat = threading.Thread(target=heartbeat, args=(instance, tags[TAG_TOKEN], stop), daemon=True)
         beat.start()

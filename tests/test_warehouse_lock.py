@@ -109,3 +109,27 @@ def test_cryptowire_sql_during_a_write_says_it_once(warehouse: Path, monkeypatch
         writer.kill()
         writer.wait()
         get_settings.cache_clear()
+
+
+def test_materialize_waits_for_a_reader_once_then_stops_before_the_run(warehouse: Path) -> None:
+    """A notebook holding the file: the run says so once, after --wait-timeout, instead of every asset waiting
+    out the same reader in turn; nothing is launched."""
+    import os
+
+    env = {**os.environ, "CRYPTOWIRE_HOME": str(warehouse.parent)}
+    env.pop("CRYPTOWIRE_FEEDS_FILE", None)
+    env.pop("DAGSTER_HOME", None)
+    reader = hold(warehouse, "ro", 120)
+    try:
+        started = time.monotonic()
+        done = subprocess.run([sys.executable, "-m", "pipeline.cli", "materialize", "--wait-timeout", "2"],
+                              env=env, capture_output=True, text=True, timeout=300)
+        took = time.monotonic() - started
+    finally:
+        reader.kill()
+        reader.wait()
+    assert done.returncode == 1, done.stdout + done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and f"PID {reader.pid}" in errors[0] and "close that connection" in errors[0], done.stderr
+    assert "run " not in done.stdout  # no Dagster run was started
+    assert took < 60, took  # one wait of 2 s, not one per asset

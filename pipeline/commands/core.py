@@ -72,6 +72,7 @@ def run_materialize(feeds: Path | None, select: str | None, as_json: bool, wait_
 
     from pipeline.jobs import materialize as do_materialize
     from pipeline.runlock import WaitTimeout
+    from warehouse.db import WarehouseLocked
 
     settings = _settings(feeds)
     chosen = [s.strip() for s in select.split(",") if s.strip()] if select else None
@@ -86,7 +87,7 @@ def run_materialize(feeds: Path | None, select: str | None, as_json: bool, wait_
     stop_on_sigterm()
     try:
         summary = do_materialize(settings, chosen, wait_timeout=wait_timeout, say=_say)
-    except (ValueError, WaitTimeout) as exc:
+    except (ValueError, WaitTimeout, WarehouseLocked) as exc:
         fail(str(exc))
     except KeyboardInterrupt:
         fail("stopped by SIGINT/SIGTERM: what the run committed stays; the next run carries on from there", code=130)
