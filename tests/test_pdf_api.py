@@ -20,6 +20,8 @@ import pytest
 
 from api.access import StaticKeys
 from api.app import create_app
+from api.pdf.params import parse_params
+from api.pdf.render import FETCHING, deadline_error
 from tests.support.apiserver import ApiServer
 from tests.support.httpserver import LocalServer, Reply, RequestHandler, hang, static
 from warehouse.config import Settings
@@ -101,6 +103,11 @@ window.open("{s}/secret");
         page.routes["/navigate-away"] = static(f"<h1>AWAY</h1><script>location.href='{s}/nav'</script>")
         page.routes["/meta-refresh"] = static(f"<meta http-equiv=refresh content='0;url={s}/nav'><h1>REFRESH</h1>")
         page.routes["/alert"] = static("<script>alert('hi'); confirm('sure?'); prompt('name?')</script><h1>DIALOGS</h1>")
+        # loads at once, then holds the print up: a page that cannot be printed within the deadline
+        page.routes["/slow-print"] = static(
+            "<h1>SLOW PRINT</h1><script>addEventListener('beforeprint', () => "
+            "{ const t = Date.now(); while (Date.now() - t < 8000); });</script>"
+        )
         page.routes["/download"] = lambda req: Reply(
             200, b"%PDF-1.4 not really", {"Content-Type": "application/octet-stream"}
         )
@@ -178,6 +185,49 @@ def test_page_that_never_answers_is_504_within_the_deadline(env: Env) -> None:
         assert r.status_code == 504, (path, r.text)
         assert r.json()["error"]["code"] == "DEADLINE_EXCEEDED"
         assert took < 4.0, (path, took)
+
+
+def test_deadline_advice_fits_the_stage_and_the_parameters(env: Env) -> None:
+    def message(path: str, **params: Any) -> str:
+        r = env.get(url=env.page.url(path), **params)
+        assert r.status_code == 504 and r.json()["error"]["code"] == "DEADLINE_EXCEEDED", (path, r.text)
+        assert "x-cu-cost" not in r.headers  # refunded
+        return r.json()["error"]["message"]
+
+    raise_it = "raise timeoutMs (at most 60000)"
+    # the page is fetched before the browser is involved: waitUntil cannot help there
+    fetching = message("/hang", timeoutMs=2000)
+    assert "(fetching the page)" in fetching and "answered too slowly" in fetching and raise_it in fetching
+    assert "waitUntil" not in fetching, fetching
+    loading = message("/stuck", timeoutMs=2000)  # waitUntil=load already: its image never arrives
+    assert "(loading the page)" in loading and raise_it in loading, loading
+    assert "waitUntil=load" not in loading and "idle" not in loading, loading
+    idle = message("/stuck", timeoutMs=2000, waitUntil="networkidle")
+    assert "did not go idle" in idle and "waitUntil=load or domcontentloaded" in idle, idle
+    printing = message("/slow-print", timeoutMs=3000)
+    assert "(printing)" in printing and "too large or complex to print" in printing and raise_it in printing
+    assert "waitUntil" not in printing, printing
+    # at the maximum timeoutMs, raising it is no advice
+    at_max = deadline_error(parse_params({"url": env.page.url("/hang"), "timeoutMs": 60000}), FETCHING).message
+    assert "raise timeoutMs" not in at_max and "try again later" in at_max, at_max
+
+
+def test_margins_that_leave_no_room_on_the_page_are_400_and_not_charged(env: Env) -> None:
+    fetched = env.page.hits("/hello")
+    for params, page in (
+        ({"margin": "100in"}, "A4 portrait (8.27in × 11.7in)"),
+        # fits in portrait, not in landscape: the page's height is 8.27in then
+        ({"margin": "4.2in 0 4.2in 0", "landscape": "true"}, "A4 landscape (11.7in × 8.27in)"),
+    ):
+        r = env.get(url=env.page.url("/hello"), **params)
+        assert r.status_code == 400 and r.json()["error"]["code"] == "INVALID_PARAMETER", (params, r.text)
+        message = r.json()["error"]["message"]
+        assert message.startswith("`margin`") and page in message and "may be at most" in message, message
+        assert "x-cu-cost" not in r.headers
+    assert env.page.hits("/hello") == fetched  # refused before the page is fetched
+    r = env.get(url=env.page.url("/hello"), margin="0 4.2in 0 4.2in", landscape="true")  # 11.7in wide: fits
+    assert r.status_code == 200, r.text
+    assert "Hello from the cryptowire test page" in " ".join(pdf_text(r.content).split())  # a narrow column
 
 
 @pytest.mark.parametrize(("path", "status"), [("/missing", "404"), ("/broken", "500")])

@@ -245,6 +245,33 @@ def test_invalid_parameters_name_the_parameter_and_the_allowed_values(raw: dict,
     assert f"`{param}`" in err.value.message and allowed in err.value.message
 
 
+@pytest.mark.parametrize(
+    ("raw", "fits"),
+    [
+        ({"margin": "92mm"}, True),  # A4 is 8.27in wide: 2 × 92mm leaves just over 1in
+        ({"margin": "93mm"}, False),
+        ({"margin": "0 3.635in 0 3.635in"}, True),
+        ({"margin": "5.35in 0 5.36in 0"}, False),  # 11.7in high: 1in must be left
+        ({"margin": "4.2in 0 4.2in 0"}, True),
+        ({"margin": "4.2in 0 4.2in 0", "landscape": True}, False),  # 8.27in high in landscape
+        ({"margin": "0 4.2in 0 4.2in", "landscape": True}, True),
+        ({"margin": "5cm", "format": "a6"}, False),  # 4.13in × 5.83in
+        ({"margin": "5cm", "format": "Letter"}, True),
+        ({"margin": 400, "format": "A5"}, False),  # JSON number: px
+        ({"margin": "20in", "format": "A0"}, False),
+    ],
+)
+def test_margins_must_leave_room_to_print_on_the_page_as_oriented(raw: dict, fits: bool) -> None:
+    raw = {"url": "https://e.com", **raw}
+    if fits:
+        assert parse_params(raw).margin is not None
+        return
+    with pytest.raises(ApiError) as err:
+        parse_params(raw)
+    assert err.value.status == 400 and err.value.message.startswith("`margin`")
+    assert "leaves too little to print" in err.value.message and "may be at most" in err.value.message
+
+
 # --- Content-Disposition ---------------------------------------------------------------------------------------
 
 

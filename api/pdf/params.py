@@ -17,11 +17,21 @@ from api.pdf.ssrf import Url, parse_url
 
 MAX_TIMEOUT_MS = 60_000
 MIN_TIMEOUT_MS = 1_000
-FORMATS = ("Letter", "Legal", "Tabloid", "Ledger", "A0", "A1", "A2", "A3", "A4", "A5", "A6")
 DISPOSITIONS = ("inline", "attachment")
 MEDIA_TYPES = ("screen", "print")
 WAIT_UNTIL = ("load", "domcontentloaded", "networkidle")
 _LENGTH = re.compile(r"^(\d+(?:\.\d+)?)(px|in|cm|mm)?$")
+# Paper sizes (portrait width, height in inches) and CSS pixels per unit as Playwright sends them to Chromium.
+# Margins that leave no content area make Chromium refuse to print (a 502, after the charge) and a sliver of one
+# prints as hundreds of pages, so margins must leave MIN_PRINTABLE_IN each way.
+PAPER_INCHES = {
+    "Letter": (8.5, 11.0), "Legal": (8.5, 14.0), "Tabloid": (11.0, 17.0), "Ledger": (17.0, 11.0),
+    "A0": (33.1, 46.8), "A1": (23.4, 33.1), "A2": (16.54, 23.4), "A3": (11.7, 16.54), "A4": (8.27, 11.7),
+    "A5": (5.83, 8.27), "A6": (4.13, 5.83),
+}
+FORMATS = tuple(PAPER_INCHES)
+_PX_PER_UNIT = {"px": 1.0, "in": 96.0, "cm": 37.8, "mm": 3.78}
+MIN_PRINTABLE_IN = 1.0
 
 
 @dataclass(frozen=True)
@@ -75,15 +85,17 @@ def parse_params(raw: Mapping[str, Any], default_timeout_ms: int = 30_000) -> Pd
     filename = _string(raw, "filename") if raw.get("filename") not in (None, "") else None
     if filename is not None and len(filename) > 1000:
         raise bad("filename", "at most 1000 characters (it is cut to 100 in the header)")
+    paper = _choice(raw, "format", FORMATS, "A4")
+    landscape = _bool(raw, "landscape", False)
     return PdfParams(
         url=url,
         filename=filename,
         disposition=_choice(raw, "disposition", DISPOSITIONS, "inline"),
         emulate_media_type=_choice(raw, "emulateMediaType", MEDIA_TYPES, "print"),
-        format=_choice(raw, "format", FORMATS, "A4"),
-        landscape=_bool(raw, "landscape", False),
+        format=paper,
+        landscape=landscape,
         print_background=_bool(raw, "printBackground", True),
-        margin=_margin(raw),
+        margin=_margin(raw, paper, landscape),
         wait_until=_choice(raw, "waitUntil", WAIT_UNTIL, "load"),
         wait_for_selector=_selector(raw),
         timeout_ms=_int(raw, "timeoutMs", min(max(default_timeout_ms, MIN_TIMEOUT_MS), MAX_TIMEOUT_MS),
@@ -158,7 +170,7 @@ def _float(raw: Mapping[str, Any], name: str, default: float, lo: float, hi: flo
     return number
 
 
-def _margin(raw: Mapping[str, Any]) -> tuple[str, str, str, str] | None:
+def _margin(raw: Mapping[str, Any], paper: str, landscape: bool) -> tuple[str, str, str, str] | None:
     value = raw.get("margin")
     if value in (None, ""):
         return None
@@ -181,7 +193,37 @@ def _margin(raw: Mapping[str, Any]) -> tuple[str, str, str, str] | None:
         )
     if len(lengths) == 1:
         lengths *= 4
+    _check_fits(value, lengths, paper, landscape)
     return (lengths[0], lengths[1], lengths[2], lengths[3])
+
+
+def _check_fits(value: str, lengths: list[str], paper: str, landscape: bool) -> None:
+    """400 unless the margins leave at least MIN_PRINTABLE_IN of the page each way, saying how much they may take."""
+    width, height = PAPER_INCHES[paper]
+    if landscape:  # Chromium turns the page: the format's height becomes the width
+        width, height = height, width
+    top, right, bottom, left = (_inches(m) for m in lengths)
+    max_x, max_y = width - MIN_PRINTABLE_IN, height - MIN_PRINTABLE_IN
+    if round(left + right, 6) <= round(max_x, 6) and round(top + bottom, 6) <= round(max_y, 6):
+        return
+    raise bad(
+        "margin",
+        f"{value[:50]!r} leaves too little to print on {paper} {'landscape' if landscape else 'portrait'} "
+        f"({width:g}in × {height:g}in): left + right may be at most {_both(max_x)} and top + bottom at most "
+        f"{_both(max_y)}, to leave at least {MIN_PRINTABLE_IN:g}in each way; use smaller margins or a larger "
+        "`format`",
+    )
+
+
+def _inches(length: str) -> float:
+    m = _LENGTH.match(length)
+    assert m is not None  # _margin only returns lengths it matched
+    return float(m.group(1)) * _PX_PER_UNIT[m.group(2)] / 96
+
+
+def _both(inches: float) -> str:
+    mm = math.floor(inches * 96 / _PX_PER_UNIT["mm"])  # rounded down: the figure itself must fit
+    return f"{round(inches, 2):g}in ({mm}mm)"
 
 
 def _selector(raw: Mapping[str, Any]) -> str | None:

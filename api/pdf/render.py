@@ -18,7 +18,7 @@ from typing import Any
 
 from api.errors import ApiError
 from api.pdf.fetch import HOP_BY_HOP, Budget, Fetched, Fetcher
-from api.pdf.params import PdfParams
+from api.pdf.params import MAX_TIMEOUT_MS, PdfParams
 from api.pdf.pool import USER_AGENT, Browser, BrowserPool, Tab
 from api.pdf.ssrf import BadUrl, Blocked, Policy, parse_url
 
@@ -27,6 +27,8 @@ log = logging.getLogger("cryptowire.pdf")
 ACCEPT_HTML = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
 # Response headers not handed to Chromium for the main document: it must render, not download.
 MAIN_DROP = HOP_BY_HOP | {"content-disposition"}
+# Stages a render can run out of time in (also named in RENDER_FAILED messages).
+FETCHING, OPENING, LOADING, PRINTING = "fetching the page", "opening a page", "loading the page", "printing"
 
 
 class Crashed(Exception):
@@ -58,11 +60,29 @@ def upstream_error(fetched: Fetched) -> ApiError:
 
 
 def deadline_error(params: PdfParams, stage: str) -> ApiError:
+    """504 with advice that fits the stage that ran out of time and the parameters that can help."""
+    if stage == FETCHING:  # before the browser is involved: waitUntil cannot help
+        why, fixes = "the page's server answered too slowly", ["try again later"]
+    elif stage == LOADING and params.wait_until == "networkidle":
+        why = "the page did not go idle (pages that keep polling never do)"
+        fixes = ["use waitUntil=load or domcontentloaded"]
+    elif stage == LOADING:
+        why, fixes = "the page or what it loads (scripts, styles, images) came too slowly", []
+        if params.wait_until == "load":  # domcontentloaded does not wait for images
+            fixes.append("use waitUntil=domcontentloaded to print without waiting for every image")
+    elif stage == PRINTING:
+        why, fixes = "the page is too large or complex to print in time", ["print a smaller page"]
+    elif stage == OPENING:
+        why, fixes = "the renderer was too slow to open a page", ["try again later"]
+    else:  # waiting for the selector
+        why, fixes = "it did not appear", ["check that `waitForSelector` matches an element of the page"]
+    if params.timeout_ms < MAX_TIMEOUT_MS:
+        fixes.insert(0, f"raise timeoutMs (at most {MAX_TIMEOUT_MS})")
     return ApiError(
         504,
         "DEADLINE_EXCEEDED",
-        f"the page did not finish within timeoutMs={params.timeout_ms} ({stage}); raise timeoutMs "
-        "(at most 60000), or use waitUntil=load / domcontentloaded for pages that never go idle",
+        f"the page did not finish within timeoutMs={params.timeout_ms} ({stage}): {why}; "
+        f"{', or '.join(fixes or ['try again later'])}",
     )
 
 
@@ -91,7 +111,7 @@ async def render(pool: BrowserPool, policy: Policy, params: PdfParams, deadline:
                     "GET", params.url, {"accept": ACCEPT_HTML}, timeout=max(0.1, deadline - loop.time()) + 1.0
                 )
         except TimeoutError:
-            raise deadline_error(params, "fetching the page") from None
+            raise deadline_error(params, FETCHING) from None
         timings["fetch"] = (loop.time() - mark) * 1000
         if main.status >= 400:
             raise upstream_error(main)
@@ -134,7 +154,7 @@ class Session:
         self.main_served = False
         self.page_crashed = False
         self.navigated_away: str | None = None  # set when the page tried to replace itself with a blocked URL
-        self.stage = "opening a page"
+        self.stage = OPENING
         self._handlers: set[asyncio.Task[Any]] = set()
 
     def remaining(self) -> float:
@@ -158,7 +178,7 @@ class Session:
                         await tab.page.emulate_media(media=params.emulate_media_type)
                         tab.media = params.emulate_media_type
                     self._lap("tab")
-                    self.stage = "loading the page"
+                    self.stage = LOADING
                     fragment = f"#{params.url.fragment}" if params.url.fragment else ""
                     await tab.page.goto(
                         self.main.url.url + fragment, wait_until=params.wait_until, timeout=self.remaining() * 1000
@@ -167,7 +187,7 @@ class Session:
                         self.stage = f"waiting for {params.wait_for_selector!r}"
                         await tab.page.wait_for_selector(params.wait_for_selector, timeout=self.remaining() * 1000)
                     self._lap("load")
-                    self.stage = "printing"
+                    self.stage = PRINTING
                     pdf = await tab.page.pdf(**_pdf_options(params))
                     self._lap("pdf")
                     if self.navigated_away:  # the PDF would show the browser's error page, not the page
