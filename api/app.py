@@ -32,6 +32,8 @@ _ROUTER_ERRORS = {
     405: ("METHOD_NOT_ALLOWED", "this endpoint does not take {method}"),
 }
 _METHOD_ORDER = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+# Endpoints that take only GET and POST and refuse the rest of their route's methods (HEAD at least) themselves.
+_GET_POST_PREFIXES = ("/api/html-to-pdf/", "/crypto-news/", "/prediction-events/")
 
 
 async def http_error(request: Request, exc: Exception) -> JSONResponse:
@@ -41,8 +43,8 @@ async def http_error(request: Request, exc: Exception) -> JSONResponse:
     headers = dict(exc.headers or {})
     if "Allow" in headers:  # the router lists a set, in no fixed order
         allowed = set(headers["Allow"].split(", "))
-        if request.url.path.startswith("/api/html-to-pdf/"):  # it refuses HEAD itself
-            allowed.discard("HEAD")
+        if request.url.path.startswith(_GET_POST_PREFIXES):
+            allowed &= {"GET", "POST"}
         headers["Allow"] = ", ".join(m for m in _METHOD_ORDER if m in allowed)
         message += f"; use {headers['Allow'].replace(', ', ' or ')}"
     return ApiError(exc.status_code, code, message, headers).rest_response()

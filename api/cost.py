@@ -12,8 +12,10 @@ In the spirit of GitHub's GraphQL cost: what a request may return, not what it h
          + for `trendingTickers` / `trendingTopics`, their `first` (default 10), as for a connection
 
 Examples: ``cryptoNews(first: 10)`` costs 11; ``cryptoNews(first: 100)`` plus ``predictionEvents(first: 20)``
-costs 121; ``{ usage { plan } }`` costs 0; the same field under two aliases is charged twice. Fragments are
-expanded and ``@skip`` / ``@include`` honoured with the request's variables.
+costs 121; ``{ usage { plan } }`` costs 0. Charged per response key, as GraphQL answers: a field selected twice
+under one name (directly or through fragments) is one field in the result and is charged once, while the same
+field under two aliases is two and is charged twice. Fragments are expanded and ``@skip`` / ``@include`` honoured
+with the request's variables.
 
 Bad input that leaves the cost unknown is refused here, before anything is charged (400 ``BAD_USER_INPUT``):
 ``first``/``last`` outside 1..``MAX_PAGE`` (100), or both on one connection; an ``assetSentiment`` range whose
@@ -27,16 +29,12 @@ from typing import Any
 from graphql import (
     FieldNode,
     FragmentDefinitionNode,
-    FragmentSpreadNode,
-    GraphQLIncludeDirective,
     GraphQLObjectType,
-    GraphQLSkipDirective,
-    InlineFragmentNode,
     OperationDefinitionNode,
-    SelectionSetNode,
     get_named_type,
 )
-from graphql.execution.values import get_argument_values, get_directive_values
+from graphql.execution.collect_fields import collect_fields, collect_sub_fields
+from graphql.execution.values import get_argument_values
 
 from api.errors import ApiError
 from api.gql_schema import SCHEMA
@@ -83,33 +81,13 @@ def sentiment_request(args: dict[str, Any]) -> SentimentRequest:
     return req
 
 
-def _included(node: Any, variables: dict[str, Any]) -> bool:
-    skip = get_directive_values(GraphQLSkipDirective, node, variables)
-    if skip is not None and skip["if"] is True:
-        return False
-    include = get_directive_values(GraphQLIncludeDirective, node, variables)
-    return not (include is not None and include["if"] is False)
-
-
 def _walk(
-    parent: GraphQLObjectType, selection_set: SelectionSetNode, fragments: dict[str, FragmentDefinitionNode],
-    variables: dict[str, Any], multiplier: int, seen: frozenset[str],
+    parent: GraphQLObjectType, fields: dict[str, list[FieldNode]], fragments: dict[str, FragmentDefinitionNode],
+    variables: dict[str, Any], multiplier: int,
 ) -> int:
     total = 0
-    for sel in selection_set.selections:
-        if not _included(sel, variables):
-            continue
-        if isinstance(sel, InlineFragmentNode):
-            total += _walk(parent, sel.selection_set, fragments, variables, multiplier, seen)
-            continue
-        if isinstance(sel, FragmentSpreadNode):
-            name = sel.name.value
-            frag = fragments.get(name)
-            if frag is not None and name not in seen:
-                total += _walk(parent, frag.selection_set, fragments, variables, multiplier, seen | {name})
-            continue
-        if not isinstance(sel, FieldNode):  # pragma: no cover
-            continue
+    for nodes in fields.values():  # one entry per response key: repeats of a field are merged into one, as executed
+        sel = nodes[0]  # validation made the merged ones the same field with the same arguments
         name = sel.name.value
         if name in ("__schema", "__type"):
             total += 1
@@ -122,35 +100,17 @@ def _walk(
             total += multiplier * max_buckets(sentiment_request(get_argument_values(field, sel, variables)))
             continue
         if "first" in field.args or "last" in field.args:
-            nodes = multiplier * page_size(name, get_argument_values(field, sel, variables))
-            total += nodes
-            inner = nodes
+            nodes_requested = multiplier * page_size(name, get_argument_values(field, sel, variables))
+            total += nodes_requested
+            inner = nodes_requested
         else:
             inner = multiplier
             if parent is SCHEMA.query_type and name not in FREE_ROOT_FIELDS and not isinstance(named, GraphQLObjectType):
                 total += 1  # a list of filter values
-        if sel.selection_set is not None and isinstance(named, GraphQLObjectType):
-            total += _walk(named, sel.selection_set, fragments, variables, inner, seen)
+        if isinstance(named, GraphQLObjectType):
+            sub = collect_sub_fields(SCHEMA, fragments, variables, named, nodes)
+            total += _walk(named, sub, fragments, variables, inner)
     return total
-
-
-def _only_free(
-    selection_set: SelectionSetNode, fragments: dict[str, FragmentDefinitionNode], variables: dict[str, Any]
-) -> bool:
-    for sel in selection_set.selections:
-        if not _included(sel, variables):
-            continue
-        if isinstance(sel, FieldNode):
-            if sel.name.value not in FREE_ROOT_FIELDS:
-                return False
-        elif isinstance(sel, InlineFragmentNode):
-            if not _only_free(sel.selection_set, fragments, variables):
-                return False
-        elif isinstance(sel, FragmentSpreadNode):
-            frag = fragments.get(sel.name.value)
-            if frag is not None and not _only_free(frag.selection_set, fragments, variables):  # no cycles: validated
-                return False
-    return True
 
 
 def query_cost(
@@ -159,7 +119,8 @@ def query_cost(
     """The CU cost of running ``operation`` (validated) with coerced ``variables``."""
     query_type = SCHEMA.query_type
     assert query_type is not None
-    total = _walk(query_type, operation.selection_set, fragments, variables, 1, frozenset())
-    if _only_free(operation.selection_set, fragments, variables):
+    # graphql-core's field collection, as the executors use: fragments, @skip / @include, repeats merged.
+    fields = collect_fields(SCHEMA, fragments, variables, query_type, operation.selection_set)
+    if all(nodes[0].name.value in FREE_ROOT_FIELDS for nodes in fields.values()):
         return 0
-    return 1 + total
+    return 1 + _walk(query_type, fields, fragments, variables, 1)

@@ -8,7 +8,12 @@ LRU cache keyed by the query text. Limits, checked before validation:
 - tokens: at most ``MAX_TOKENS`` (2,000), enforced while parsing;
 - depth: at most ``MAX_DEPTH`` (10) nested fields, fragments expanded; introspection (``__schema``/``__type``)
   subtrees are not counted, so GraphiQL and schema tools keep working;
-- aliases: at most ``MAX_ALIASES`` (20) in the document.
+- aliases: at most ``MAX_ALIASES`` (20) in the document;
+- fields, fragments expanded: at most ``MAX_FIELDS_PER_SET`` (200) in one selection set and ``MAX_FIELDS`` (500)
+  in an operation or fragment (the full introspection query selects 229). Validation compares the fields of a
+  selection set pairwise: 600 in one set took 0.5 s of CPU, 900 hit graphql-core's recursion limit.
+
+Validation then runs in a worker thread (``api.news``): within these limits it can still take ~0.2 s.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from graphql import (
     parse,
     validate,
 )
+from graphql.validation.validate import ValidationAbortedError
 from starlette.responses import JSONResponse
 
 from api.errors import ApiError
@@ -41,6 +47,8 @@ MAX_QUERY_BYTES = 10 * 1024
 MAX_TOKENS = 2000
 MAX_DEPTH = 10
 MAX_ALIASES = 20
+MAX_FIELDS_PER_SET = 200
+MAX_FIELDS = 500
 CACHE_SIZE = 1024
 
 INTROSPECTION_ROOTS = frozenset({"__schema", "__type"})
@@ -75,30 +83,81 @@ class Prepared:
         return op
 
 
-def _selection_depth(
-    selection_set: SelectionSetNode | None, fragments: dict[str, FragmentDefinitionNode], seen: frozenset[str]
-) -> int:
-    if selection_set is None:
-        return 0
-    deepest = 0
-    for sel in selection_set.selections:
-        if isinstance(sel, FieldNode):
-            if sel.name.value in INTROSPECTION_ROOTS:
+@dataclass
+class _Size:
+    depth: int  # nested fields (an introspection root counts 1)
+    fields: int  # fields the selection set holds itself, those of its fragments included
+    total: int  # field selections in it and beneath it
+
+
+class _Measure:
+    """Sizes of a document's selection sets with fragments expanded, each fragment measured once: a few hundred
+    tokens can spread a fragment 2^100 times over, and validation is quadratic in the fields of one selection set."""
+
+    def __init__(self, fragments: dict[str, FragmentDefinitionNode]) -> None:
+        self.fragments = fragments
+        self.memo: dict[str, _Size] = {}
+        self.widest = 0  # the most fields in one selection set
+
+    def fragment(self, name: str, on_path: frozenset[str]) -> _Size:
+        found = self.memo.get(name)
+        if found is None:
+            frag = self.fragments.get(name)
+            if frag is None or name in on_path:  # unknown or cyclic: validation reports it
+                return _Size(0, 0, 0)
+            found = self.memo[name] = self.size(frag.selection_set, on_path | {name})
+        return found
+
+    def size(self, selection_set: SelectionSetNode, on_path: frozenset[str]) -> _Size:
+        depth = fields = total = 0
+        for sel in selection_set.selections:
+            if isinstance(sel, FieldNode):
+                fields += 1
+                total += 1
                 d = 1
-            else:
-                d = 1 + _selection_depth(sel.selection_set, fragments, seen)
-        elif isinstance(sel, InlineFragmentNode):
-            d = _selection_depth(sel.selection_set, fragments, seen)
-        elif isinstance(sel, FragmentSpreadNode):
-            name = sel.name.value
-            frag = fragments.get(name)
-            d = 0 if frag is None or name in seen else _selection_depth(frag.selection_set, fragments, seen | {name})
-        else:  # pragma: no cover - no other selection kinds exist
-            d = 0
-        deepest = max(deepest, d)
-        if deepest > MAX_DEPTH:  # stop early on hostile documents
-            break
-    return deepest
+                if sel.selection_set is not None:
+                    sub = self.size(sel.selection_set, on_path)
+                    total += sub.total
+                    if sel.name.value not in INTROSPECTION_ROOTS:
+                        d += sub.depth
+                depth = max(depth, d)
+                continue
+            if isinstance(sel, InlineFragmentNode):
+                sub = self.size(sel.selection_set, on_path)
+            elif isinstance(sel, FragmentSpreadNode):
+                sub = self.fragment(sel.name.value, on_path)
+            else:  # pragma: no cover - no other selection kinds exist
+                continue
+            depth = max(depth, sub.depth)
+            fields += sub.fields
+            total += sub.total
+        self.widest = max(self.widest, fields)
+        return _Size(depth, fields, total)
+
+
+def _check_size(document: DocumentNode, fragments: dict[str, FragmentDefinitionNode]) -> None:
+    measure = _Measure(fragments)
+    sizes = [measure.fragment(name, frozenset()) for name in fragments]
+    for d in document.definitions:
+        if isinstance(d, OperationDefinitionNode):
+            size = measure.size(d.selection_set, frozenset())
+            if size.depth > MAX_DEPTH:
+                raise ApiError(
+                    400, "QUERY_TOO_COMPLEX",
+                    f"the query is nested more than {MAX_DEPTH} levels deep: ask for less nesting",
+                )
+            sizes.append(size)
+    if measure.widest > MAX_FIELDS_PER_SET:
+        raise ApiError(
+            400, "QUERY_TOO_COMPLEX",
+            f"a selection set holds more than {MAX_FIELDS_PER_SET} fields (fragments expanded): select each field "
+            "once, or split the query",
+        )
+    if any(s.total > MAX_FIELDS for s in sizes):
+        raise ApiError(
+            400, "QUERY_TOO_COMPLEX",
+            f"the query selects more than {MAX_FIELDS} fields (fragments expanded): select fewer, or split the query",
+        )
 
 
 def _count_aliases(document: DocumentNode) -> int:
@@ -155,13 +214,18 @@ def _prepare(query: str) -> Prepared:
     aliases = _count_aliases(document)
     if aliases > MAX_ALIASES:
         raise ApiError(400, "QUERY_TOO_COMPLEX", f"the document has {aliases} aliases; at most {MAX_ALIASES} are allowed")
-    for op in operations:
-        depth = _selection_depth(op.selection_set, fragments, frozenset())
-        if depth > MAX_DEPTH:
-            raise ApiError(
-                400, "QUERY_TOO_COMPLEX", f"the query is nested more than {MAX_DEPTH} levels deep: ask for less nesting"
-            )
+    _check_size(document, fragments)
     errors = validate(SCHEMA, document)
+    if any(isinstance(e, ValidationAbortedError) for e in errors):
+        # graphql-core's bare "Validation aborted." (recursion) or its error limit: neither says what to do.
+        errors = [e for e in errors if not isinstance(e, ValidationAbortedError)]
+        if not errors:
+            raise ApiError(
+                400, "QUERY_TOO_COMPLEX",
+                "the document is too complex to validate (fragments nested too deeply, or fields repeated too often): "
+                "send a simpler query",
+            )
+        errors.append(GraphQLError(f"more than {len(errors)} validation errors; fix these and send the query again"))
     if errors:
         raise _error(400, "GRAPHQL_VALIDATION_FAILED", list(errors))
     introspection = any(
@@ -209,7 +273,8 @@ class DocumentCache:
         self.hits = 0
         self.misses = 0
 
-    def get(self, query: str) -> Prepared:
+    def lookup(self, query: str) -> Prepared | None:
+        """The cached outcome for ``query`` (raised if an error), or None if it has to be prepared with ``get``."""
         if len(query) > MAX_QUERY_BYTES or len(query.encode()) > MAX_QUERY_BYTES:
             raise ApiError(
                 400, "QUERY_TOO_LARGE", f"the query document is larger than {MAX_QUERY_BYTES // 1024} KB: send a smaller one"
@@ -219,13 +284,19 @@ class DocumentCache:
             if found is not None:
                 self._items.move_to_end(query)
                 self.hits += 1
-        if found is None:
-            self.misses += 1
+        if isinstance(found, ApiError):
+            raise _copy(found) from None
+        return found
+
+    def get(self, query: str) -> Prepared:
+        found: Prepared | ApiError | None = self.lookup(query)
+        if found is None:  # two threads may prepare the same query at once: both get the same outcome
             try:
                 found = _prepare(query)
             except ApiError as exc:
                 found = exc
             with self._lock:
+                self.misses += 1
                 self._items[query] = found
                 while len(self._items) > self.size:
                     self._items.popitem(last=False)

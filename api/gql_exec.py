@@ -5,7 +5,7 @@ Three steps, so that bad input is refused before anything is charged:
 1. ``plan_operation`` coerces the variables (graphql-core), collects the root fields (fragments, ``@skip`` /
    ``@include``) and parses their arguments into read-side requests: a bad cursor or date here is a 400
    ``BAD_CURSOR``, a bad argument a 400 ``BAD_USER_INPUT``.
-2. The caller computes the cost (``api.cost``), checks the key and reserves the cost.
+2. The caller (which checked the key first) computes the cost (``api.cost``) and reserves it.
 3. ``execute_plan`` runs the root resolvers against the snapshot and shapes the result.
 
 graphql-core's own ``execute`` spends most of its time in per-field bookkeeping (about 1.6 ms for a page of 20

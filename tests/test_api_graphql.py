@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -215,8 +216,8 @@ def test_document_limits(server: ApiServer) -> None:
     assert post(server, {"query": frag}).status_code == 200
     r = post(server, {"query": "{ " + "a " * 1999 + "}"})  # 2,001 tokens
     assert r.status_code == 400 and code(r) == "QUERY_TOO_COMPLEX" and "tokens" in r.json()["errors"][0]["message"]
-    r = post(server, {"query": "{ " + "a " * 1998 + "}"})  # 2,000 tokens: parsed, then refused by validation
-    assert r.status_code == 400 and code(r) == "GRAPHQL_VALIDATION_FAILED"
+    r = post(server, {"query": "{ " + "a " * 1998 + "}"})  # 2,000 tokens: parsed, then refused by the field limit
+    assert r.status_code == 400 and code(r) == "QUERY_TOO_COMPLEX" and "200 fields" in r.json()["errors"][0]["message"]
 
 
 def test_depth_limit() -> None:
@@ -231,6 +232,88 @@ def test_depth_limit() -> None:
         cache.get(ok)
     assert info.value.code == "GRAPHQL_VALIDATION_FAILED"
     cache.get(get_introspection_query(descriptions=True))  # deep, but introspection is exempt
+
+
+def _ids(n: int) -> str:
+    return "{ cryptoNews { edges { node { " + "id " * n + "} } } }"
+
+
+def test_an_unknown_key_is_refused_before_the_document_is_prepared(server: ApiServer) -> None:
+    """Parsing and validating 601 selections took 0.5 s of CPU on the event loop before the 401."""
+    documents = server.server.config.app.state.cw.extras["news"].documents
+    misses = documents.misses
+    query = _ids(601) + " # unknown key"
+    r = post(server, {"query": query}, "/crypto-news/cw_live_notakey")
+    assert r.status_code == 401 and code(r) == "UNAUTHENTICATED"
+    assert documents.misses == misses and query not in documents._items
+
+
+def test_documents_are_prepared_off_the_event_loop(server: ApiServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    from api import gql_documents
+
+    threads = []
+    prepare = gql_documents._prepare
+    monkeypatch.setattr(gql_documents, "_prepare", lambda q: threads.append(threading.current_thread()) or prepare(q))
+    r = post(server, {"query": "{ tickers } # off the loop"})
+    assert r.status_code == 200 and threads and server._thread not in threads  # the server's loop runs there
+
+
+def test_field_selection_limits(server: ApiServer) -> None:
+    assert post(server, {"query": _ids(200)}).status_code == 200
+    for query in (
+        _ids(201),
+        _ids(900),  # graphql-core's validator used to give up: 400 "Validation aborted."
+        # Fragments count where they are spread: 2^16 `tickers`, which the walks used to expand one by one.
+        "{ ...F0 } " + " ".join(f"fragment F{i} on Query {{ ...F{i + 1} ...F{i + 1} }}" for i in range(16))
+        + " fragment F16 on Query { tickers }",
+    ):
+        r = post(server, {"query": query})
+        assert r.status_code == 400 and code(r) == "QUERY_TOO_COMPLEX", r.text
+        assert "more than 200 fields" in r.json()["errors"][0]["message"]
+    r = post(server, {"query": "{ " + _ids(160)[2:-2] * 4 + " }"})  # 4 x 163 fields, each set under 200
+    assert r.status_code == 400 and code(r) == "QUERY_TOO_COMPLEX", r.text
+    assert "more than 500 fields" in r.json()["errors"][0]["message"]
+    full = get_introspection_query(descriptions=True, specified_by_url=True, directive_is_repeatable=True,
+                                   schema_description=True, input_value_deprecation=True)
+    assert post(server, {"query": full}).status_code == 200  # 229 fields
+
+
+def test_aborted_validation_is_explained(server: ApiServer) -> None:
+    """graphql-core's "Validation aborted." (recursion, or its error limit) never reaches a client."""
+    nest = "... on Query { " * 120
+    deep = ("{ ...A } fragment A on Query { " + nest + "...B" + " }" * 121
+            + " fragment B on Query { " + nest + "tickers" + " }" * 121)  # 240 levels of fragments
+    r = post(server, {"query": deep})
+    assert r.status_code == 400 and code(r) == "QUERY_TOO_COMPLEX", r.text
+    assert r.json()["errors"][0]["message"].startswith("the document is too complex to validate")
+    r = post(server, {"query": "{ " + " ".join(f"f{i}" for i in range(150)) + " }"})
+    errors = r.json()["errors"]
+    assert r.status_code == 400 and code(r) == "GRAPHQL_VALIDATION_FAILED" and len(errors) == 101
+    assert errors[-1]["message"] == "more than 100 validation errors; fix these and send the query again"
+    assert "aborted" not in r.text
+
+
+def test_repeated_fields_are_charged_once(server: ApiServer) -> None:
+    for query, cost in (
+        ("{ cryptoNews(first: 10) { edges { node { id } } } cryptoNews(first: 10) { edges { node { title } } } }", 11),
+        ("{ tickers tickers tickers }", 2),
+        ("fragment F on Query { cryptoNews(first: 50) { edges { node { id } } } } "
+         "{ ...F ...F cryptoNews(first: 50) { edges { node { title } } } }", 51),
+        ("{ a: cryptoNews(first: 10) { edges { cursor } } b: cryptoNews(first: 10) { edges { cursor } } }", 21),
+    ):
+        r = post(server, {"query": query})
+        assert r.status_code == 200 and r.headers["x-cu-cost"] == str(cost), (query, r.headers.get("x-cu-cost"))
+
+
+@pytest.mark.parametrize("path", [f"/crypto-news/{KEY}", f"/prediction-events/{KEY}"])
+def test_refused_methods_list_exactly_get_and_post(server: ApiServer, path: str) -> None:
+    for method in ("HEAD", "OPTIONS", "PUT", "PATCH", "DELETE", "TRACE"):
+        for accept in ("*/*", "text/html"):
+            r = httpx.request(method, server.url(path), headers={"accept": accept}, timeout=30)
+            assert r.status_code == 405 and r.headers["allow"] == "GET, POST", (method, accept, r.headers)
+    r = httpx.get(server.url(path), headers={"accept": "application/json"}, timeout=30)
+    assert r.status_code == 405 and r.headers["allow"] == "GET, POST"
+    assert httpx.get(server.url(path), headers={"accept": "text/html"}, timeout=30).status_code == 200
 
 
 def test_request_errors(server: ApiServer) -> None:
@@ -370,6 +453,13 @@ def test_cost_formula() -> None:
     assert _cost(skippable, {"s": True}) == 0  # nothing left to run
     assert _cost("query { ...F } fragment F on Query { cryptoNews(first: 3) { edges { cursor } } }") == 4
     assert _cost(get_introspection_query()) == 2
+    # Charged per response key: a field selected again under the same name is merged into one result.
+    twice = "{ cryptoNews(first: 10) { edges { node { id } } } cryptoNews(first: 10) { edges { node { title } } } }"
+    assert _cost(twice) == 11
+    assert _cost("{ tickers tickers tickers }") == 2
+    assert _cost("fragment F on Query { cryptoNews(first: 50) { edges { node { id } } } } "
+                 "{ ...F ...F cryptoNews(first: 50) { edges { node { title } } } }") == 51
+    assert _cost("{ a: tickers b: tickers tickers }") == 4  # aliases stay separate fields
 
 
 # --------------------------------------------------------------------------------------------- fast vs reference
