@@ -20,7 +20,7 @@ from typing import Any
 import anyio.to_thread
 import duckdb
 
-from warehouse.parts import Layout, is_set, open_set
+from warehouse.parts import Layout, open_snapshot
 from warehouse.publish import current_snapshot
 from warehouse.read import PageCache, SnapshotReader
 
@@ -35,10 +35,7 @@ class Snapshot:
         self.path = path
         self.name = path.name
         self.layout: Layout | None = None
-        if is_set(path):
-            self.con, self.layout = open_set(path)
-        else:
-            self.con = duckdb.connect(str(path), read_only=True)
+        self.con, self.layout = open_snapshot(path)  # a set or a single file, read in UTC
         try:
             self.tag, self.articles, self.events = SnapshotReader.info(self.con)
         except Exception:

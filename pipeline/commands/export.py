@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from pipeline.commands.output import emit_json, fail, require_out_dir
+from pipeline.commands.output import emit_json, fail, require_out_dir, unwritable
 
 # The warehouse tables README.md's analyst section names, in its order. Only these names ever reach the SQL.
 TABLES = (
@@ -26,9 +26,12 @@ FORMATS = {".parquet": "parquet", ".csv": "csv"}  # --out's suffix -> the format
 
 
 def export_table(warehouse: Path, table: str, fmt: str, out: Path) -> int:
-    """Copy one table to ``out``; returns the row count. Opens the warehouse read-only."""
+    """Copy one table to ``out``; returns the row count. Opens the warehouse read-only. RuntimeError (its message
+    says what to do) when the warehouse is held by a run or ``out`` cannot be written."""
     if table not in TABLES or fmt not in FORMATS.values():
         raise ValueError(f"cannot export table {table!r} as {fmt!r}")
+    import duckdb
+
     from warehouse import db
 
     try:
@@ -49,7 +52,10 @@ def export_table(warehouse: Path, table: str, fmt: str, out: Path) -> int:
                 f"to_json({name}) AS {name}" if dtype.endswith("[]") else name for name, dtype in cols
             )
         literal = str(out).replace("'", "''")
-        con.execute(f"COPY (SELECT {select} FROM {table}) TO '{literal}' {options}")
+        try:
+            con.execute(f"COPY (SELECT {select} FROM {table}) TO '{literal}' {options}")
+        except duckdb.IOException as exc:
+            raise RuntimeError(unwritable(out, exc)) from None
         return con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]
     finally:
         con.close()
@@ -77,7 +83,7 @@ def register(app: typer.Typer) -> None:
         if named and named != fmt:
             fail(f"--format {fmt} but --out {out} names a {named} file: name it {out.with_suffix('.' + fmt).name}, "
                  "or leave out --format (the suffix chooses)")
-        require_out_dir(out)
+        require_out_dir(out, f"{table}.{fmt}")
         warehouse = get_settings().warehouse_path
         if not warehouse.exists():
             fail(f"no warehouse at {warehouse}: run `cryptowire materialize` first")

@@ -2,24 +2,44 @@
 
 from __future__ import annotations
 
+import base64
 import json
-from datetime import date, datetime
+import math
+from datetime import date, time, timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import typer
 
 
-def _default(value: Any) -> Any:
-    if isinstance(value, datetime | date):
+def plain(value: Any) -> Any:
+    """``value`` as JSON can hold it, whatever DuckDB returned: DECIMAL as a number, INTERVAL as seconds, BLOB as
+    base64, dates, times, UUIDs (and anything else) as strings, NaN and infinities as null (JSON has neither)."""
+    if value is None or isinstance(value, str | bool | int):
+        return value
+    if isinstance(value, float | Decimal):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, dict):  # a STRUCT, or a MAP whose keys may be of any type
+        return {_key(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if isinstance(value, date | time):
         return value.isoformat()
-    if isinstance(value, Path):
-        return str(value)
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, bytes | bytearray | memoryview):
+        return base64.b64encode(value).decode("ascii")
+    return str(value)  # UUID, Path, ...
+
+
+def _key(key: Any) -> str:
+    key = plain(key)
+    return key if isinstance(key, str) else json.dumps(key)
 
 
 def emit_json(data: Any) -> None:
-    typer.echo(json.dumps(data, default=_default, indent=2))
+    typer.echo(json.dumps(plain(data), indent=2, allow_nan=False))
 
 
 def fail(message: str, code: int = 1) -> None:
@@ -28,11 +48,14 @@ def fail(message: str, code: int = 1) -> None:
     raise typer.Exit(code)
 
 
-def require_out_dir(out: Path) -> None:
+def require_out_dir(out: Path, example: str) -> None:
     """Refuse an --out whose directory is missing rather than create it: a mistyped path would otherwise leave
-    directories anywhere, even at the filesystem root."""
+    directories anywhere, even at the filesystem root. ``example``: a file name to suggest when --out is a
+    directory."""
     import shlex
 
+    if out.is_dir():
+        fail(f"--out {out} is a directory: name the file to write, e.g. --out {out / example}")
     parent = out.parent
     if parent.is_dir():
         return
@@ -40,6 +63,13 @@ def require_out_dir(out: Path) -> None:
         fail(f"--out {out}: {parent} is not a directory")
     fail(f"--out {out}: the directory {parent} does not exist; create it first (mkdir -p {shlex.quote(str(parent))}) "
          "or write somewhere else")
+
+
+def unwritable(out: Path, exc: BaseException) -> str:
+    """The error for an --out that could not be written (no permission, a read-only or special file system)."""
+    # DuckDB's: 'IO Error: Cannot open file "/proc/x.parquet": No such file or directory'
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).splitlines()[0].split(": ")[-1]
+    return f"--out {out}: cannot write it ({reason}): name a file in a directory you can write to"
 
 
 def latest_snapshot(snapshots_dir: Path) -> Path:

@@ -3,18 +3,27 @@ snapshot (readable while a run writes the warehouse), with the same buckets as t
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from pipeline.commands.output import emit_json, fail, latest_snapshot, require_out_dir
+from pipeline.commands.output import emit_json, fail, latest_snapshot, require_out_dir, unwritable
+
+if TYPE_CHECKING:
+    from warehouse.read import Instant
 
 IMAGE_SUFFIXES = (".png", ".svg", ".pdf")  # the chart is written in the format --out's suffix names
 
 plot_app = typer.Typer(help="Charts of the served data, written as image files.", no_args_is_help=True,
                        rich_markup_mode=None)  # Click's help, as pipeline/cli.py
+
+
+def days_shown(series: dict[str, Any]) -> str:
+    """The first and last day the series covers: its ``until`` is exclusive (the day after the last one)."""
+    last = datetime.fromisoformat(series["until"].rstrip("Z")) - timedelta(microseconds=1)
+    return f"{series['since'][:10]} to {last.date().isoformat()}"
 
 
 def render_sentiment_chart(series: dict[str, Any], out: Path, width: float = 10.0, height: float = 6.0,
@@ -40,8 +49,7 @@ def render_sentiment_chart(series: dict[str, Any], out: Path, width: float = 10.
         top.set_ylim(-1.05, 1.05)
         top.set_ylabel("mean sentiment_score")
         interval = series["interval"].lower()
-        top.set_title(f"{series['ticker']}: sentiment per {interval} (UTC), {series['since'][:10]} to "
-                      f"{series['until'][:10]}")
+        top.set_title(f"{series['ticker']}: sentiment per {interval} (UTC), {days_shown(series)}")
         top.grid(alpha=0.3)
         below = [0] * len(buckets)
         for label, color in (("negative", "#d55e00"), ("neutral", "#999999"), ("positive", "#009e73")):
@@ -58,13 +66,28 @@ def render_sentiment_chart(series: dict[str, Any], out: Path, width: float = 10.
         plt.close(fig)
 
 
+def _fitting(since: Instant | None, until: Instant | None, anchor: datetime | None) -> str | None:
+    """The finest interval whose buckets over the range fit `assetSentiment`'s limit, or None when none does."""
+    from warehouse.trends import INTERVALS, RangeError, SentimentRequest, resolve_range
+
+    for name in INTERVALS:  # hour, day, week
+        try:
+            resolve_range(SentimentRequest("", name, since, until), anchor)
+        except RangeError:
+            continue
+        return name
+    return None
+
+
 def register(app: typer.Typer) -> None:
     @plot_app.command("sentiment")
     def sentiment(
         ticker: str = typer.Option(..., "--ticker", help="The ticker, e.g. BTC."),
         out: Path = typer.Option(..., "--out", help="The image file to write: .png, .svg or .pdf, in a directory "
                                  "that exists."),
-        interval: str = typer.Option("day", "--interval", help="hour, day or week."),
+        interval: str | None = typer.Option(
+            None, "--interval", help="hour, day or week (default: with --since, the finest whose buckets fit the "
+            "range: hour up to 31 days, day up to 2 years, week up to 5 years; without, day)."),
         since: str = typer.Option(None, "--since", help="From this date or ISO time (default: 30 days, 168 hours "
                                   "or 26 weeks before --until)."),
         until: str = typer.Option(None, "--until", help="To this date (that whole day) or ISO time (default: the "
@@ -75,16 +98,15 @@ def register(app: typer.Typer) -> None:
 
         from warehouse.config import get_settings
         from warehouse.read import CursorError, parse_instant
-        from warehouse.trends import INTERVALS, RangeError, SentimentRequest, sentiment_series
+        from warehouse.trends import INTERVALS, RangeError, SentimentRequest, newest_dated, sentiment_series
 
         if out.suffix.lower() not in IMAGE_SUFFIXES:
             fail(f"--out {out}: name a .png, .svg or .pdf file (the chart is written in the format its suffix names)")
-        require_out_dir(out)
-        name = interval.upper()
-        if name not in INTERVALS:
+        require_out_dir(out, f"{ticker.lower()}{out.suffix}")
+        if interval is not None and interval.upper() not in INTERVALS:
             fail(f"unknown --interval {interval!r}: choose hour, day or week")
         try:
-            bounds = [parse_instant(v) if v is not None else None for v in (since, until)]
+            since_at, until_at = (parse_instant(v) if v is not None else None for v in (since, until))
         except CursorError as exc:
             fail(f"--since/--until: {exc}")
         settings = get_settings()
@@ -93,9 +115,14 @@ def register(app: typer.Typer) -> None:
 
         con = connect_snapshot(path)
         try:
-            series = sentiment_series(con, SentimentRequest(ticker, name, bounds[0], bounds[1]))
-        except RangeError as exc:
-            fail(f"{exc} (here: --since, --until, --interval)")
+            facts = {"newest_dated": newest_dated(con)}  # the range's end when --until is not given
+            fits = _fitting(since_at, until_at, facts["newest_dated"])
+            name = interval.upper() if interval else ("DAY" if since_at is None else fits or "WEEK")
+            try:
+                series = sentiment_series(con, SentimentRequest(ticker, name, since_at, until_at), facts)
+            except RangeError as exc:
+                hint = f"; --interval {fits.lower()} fits this range, or leave out --interval to pick it" if fits else ""
+                fail(f"{exc} (here: --since, --until, --interval){hint}")
         finally:
             con.close()
         if not series["buckets"]:
@@ -103,14 +130,19 @@ def register(app: typer.Typer) -> None:
             fail(f"no dated article mentions {series['ticker']} {shown}: widen --since/--until, or list the "
                  "tickers with `cryptowire sql --snapshot \"SELECT ticker, sum(articles) FROM sentiment "
                  "WHERE grain = 'day' GROUP BY ALL ORDER BY 2 DESC\"`")
-        render_sentiment_chart(series, out)
+        try:
+            render_sentiment_chart(series, out)
+        except OSError as exc:
+            fail(unwritable(out, exc))
         articles = sum(b["articles"] for b in series["buckets"])
+        chosen = "" if interval else " (no --interval: " + (
+            "the finest whose buckets fit the range)" if since_at else "the default without --since)")
         if as_json:
             emit_json({"out": str(out), "ticker": series["ticker"], "interval": name, "since": series["since"],
                        "until": series["until"], "buckets": len(series["buckets"]), "articles": articles,
                        "snapshot": path.name})
         else:
-            typer.echo(f"wrote {out}: {series['ticker']} per {name.lower()}, {len(series['buckets'])} buckets, "
-                       f"{articles} articles ({series['since']} to {series['until']})")
+            typer.echo(f"wrote {out}: {series['ticker']} per {name.lower()}{chosen}, {len(series['buckets'])} "
+                       f"buckets, {articles} articles ({days_shown(series)}, UTC)")
 
     app.add_typer(plot_app, name="plot")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,6 +13,38 @@ from pipeline.commands.output import emit_json, fail, latest_snapshot
 
 if TYPE_CHECKING:
     from duckdb import DuckDBPyRelation
+
+# Statement types that only read. SELECT covers WITH ... SELECT, FROM ..., VALUES, TABLE, DESCRIBE, SHOW, SUMMARIZE.
+READS = ("SELECT", "EXPLAIN")
+INSTEAD = {
+    "PRAGMA": "call it as a table function in a SELECT, e.g. SELECT * FROM pragma_table_info('news')",
+    "CALL": "call it as a table function in a SELECT, e.g. SELECT * FROM pragma_version()",
+}
+
+
+def read_only_refusal(what: str, kind: str = "") -> str:
+    instead = INSTEAD.get(kind, "use one that reads (SELECT, WITH ... SELECT, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN), "
+                                "or `cryptowire export` to write a table to a file")
+    return f"cryptowire sql is read-only and does not run {what}: {instead}"
+
+
+def refusal(query: str) -> str | None:
+    """Why the one statement in ``query`` may not run (it writes, or may), or None when it only reads. The same in
+    both modes: a snapshot's connection is an in-memory database that could be written to, and ATTACH or COPY
+    would write files next to a read-only warehouse as well."""
+    import duckdb
+
+    statement = duckdb.extract_statements(query)[0]
+    kind = statement.type.name
+    if kind == "EXPLAIN":  # EXPLAIN ANALYZE runs the statement it explains: that one must read too
+        explained = re.sub(r"(?is)^EXPLAIN\s*(\([^)]*\))?\s*(ANALY[SZ]E\b)?", "", statement.query)
+        try:
+            inner = [s.type.name for s in duckdb.extract_statements(explained)]
+        except duckdb.Error:  # not told apart: refused rather than run
+            inner = []
+        if inner != ["SELECT"]:
+            return read_only_refusal("EXPLAIN of anything but a SELECT")
+    return None if kind in READS else read_only_refusal(f"{kind} statements", kind)
 
 
 def _target(snapshot: bool) -> Path:
@@ -41,14 +74,18 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def sql(
         query: str = typer.Argument(
-            ..., help="One SQL statement to run. The database is opened read-only; COPY ... TO can still write files."
+            ..., help="One SQL statement that reads: SELECT (WITH, FROM, VALUES, TABLE), DESCRIBE, SHOW, SUMMARIZE or "
+            "EXPLAIN. Others (CREATE, DELETE, COPY, ATTACH, SET, ...) are refused, in both modes."
         ),
         snapshot: bool = typer.Option(
             False, "--snapshot", help="Query the latest serving snapshot instead of the warehouse; works while a "
             "materialization holds the warehouse. Its tables: news (the served articles, with story_id), events, "
             "stories, sentiment (a copy of asset_sentiment), filter_values and snapshot_info."
         ),
-        as_json: bool = typer.Option(False, "--json", help="Print rows as a JSON list of objects."),
+        as_json: bool = typer.Option(
+            False, "--json", help="Print rows as a JSON list of objects: DECIMAL as a number, INTERVAL as seconds, "
+            "BLOB as base64, dates, times, timestamps (ISO 8601) and UUIDs as strings, NaN and infinities as null."
+        ),
         max_rows: int = typer.Option(50, "--max-rows", min=1, help="Rows shown in the table view (the first ones)."),
     ) -> None:
         """Run one read-only SQL statement against the warehouse (or the latest snapshot) and print the result."""
@@ -66,6 +103,9 @@ def register(app: typer.Typer) -> None:
         if statements > 1:
             fail(f"{statements} SQL statements given: run them one at a time (`cryptowire sql` runs one statement "
                  "and prints its result)")
+        refused = refusal(query)
+        if refused:
+            fail(refused)
         try:
             if snapshot:  # a single file or a set of parts (warehouse.parts)
                 from warehouse.parts import connect_snapshot
@@ -78,6 +118,8 @@ def register(app: typer.Typer) -> None:
         except duckdb.IOException as exc:
             fail(f"cannot open {_target(snapshot)}: {exc}")
         try:
+            # Also refuses what a reading statement type can still write: WITH d AS (DELETE ... RETURNING *) SELECT
+            con.execute("BEGIN TRANSACTION READ ONLY")
             rel = con.sql(query)
             if rel is None:
                 fail("the statement returned no rows (this prompt is read-only: use SELECT, DESCRIBE, SUMMARIZE ...)")
@@ -87,6 +129,8 @@ def register(app: typer.Typer) -> None:
             else:
                 typer.echo(render_table(rel, max_rows))
         except duckdb.Error as exc:
+            if "read-only mode" in str(exc):  # the warehouse's refusal, or the read-only transaction's
+                fail(read_only_refusal("statements that write"))
             fail(f"{exc}".strip())
         finally:
             con.close()

@@ -24,14 +24,16 @@ TABLES = ("news", "stories", "events", "sentiment")  # every part holds the four
 PAGED = ("news", "stories", "events")  # tables with pos, read page by page
 
 
-def read_manifest(path: Path) -> dict[str, Any]:
+def read_manifest(path: Path | str) -> dict[str, Any]:
+    path = Path(path)
     data = json.loads(path.read_text())
     if data.get("format") != SET_FORMAT or not isinstance(data.get("parts"), list) or not data["parts"]:
         raise ValueError(f"{path.name} is not a snapshot set manifest")
     return data
 
 
-def is_set(path: Path) -> bool:
+def is_set(path: Path | str) -> bool:
+    path = Path(path)
     return path.name.startswith(SET_PREFIX) and path.name.endswith(SET_SUFFIX)
 
 
@@ -50,13 +52,22 @@ class Segment:
 Layout = dict[str, list[Segment]]
 
 
-def open_set(manifest_path: Path) -> tuple[duckdb.DuckDBPyConnection, Layout]:
+def _utc(con: duckdb.DuckDBPyConnection) -> None:
+    """Times read in UTC, as in the warehouse (``warehouse.db.connect``), whatever the machine's TZ: a TIMESTAMP
+    compared with now() or cast to TIMESTAMPTZ is taken in the session's time zone. GLOBAL, so that the
+    connection's cursors (the API's readers) have it too."""
+    con.execute("SET GLOBAL TimeZone = 'UTC'")
+
+
+def open_set(manifest_path: Path | str) -> tuple[duckdb.DuckDBPyConnection, Layout]:
     """An in-memory connection with every part of the set attached read-only and the serving views defined, and
     the layout of its paged tables."""
+    manifest_path = Path(manifest_path)
     manifest = read_manifest(manifest_path)
     directory = manifest_path.parent
     con = duckdb.connect(":memory:")
     try:
+        _utc(con)
         entries = manifest["parts"]
         for i, entry in enumerate(entries):
             literal = str((directory / entry["name"]).resolve()).replace("'", "''")
@@ -94,19 +105,22 @@ def open_set(manifest_path: Path) -> tuple[duckdb.DuckDBPyConnection, Layout]:
     return con, layout
 
 
-def open_snapshot(path: Path) -> tuple[duckdb.DuckDBPyConnection, Layout | None]:
+def open_snapshot(path: Path | str) -> tuple[duckdb.DuckDBPyConnection, Layout | None]:
     """A read-only connection to a published snapshot and its layout: a set (by its manifest), or a single file
-    (layout None)."""
+    (layout None). Its time zone is UTC."""
     if is_set(path):
         return open_set(path)
-    return duckdb.connect(str(path), read_only=True), None
+    con = duckdb.connect(str(path), read_only=True)
+    _utc(con)
+    return con, None
 
 
-def connect_snapshot(path: Path) -> duckdb.DuckDBPyConnection:
-    """A read-only connection to a published snapshot: a single file, or a set (by its manifest)."""
+def connect_snapshot(path: Path | str) -> duckdb.DuckDBPyConnection:
+    """A read-only connection to a published snapshot: a single file, or a set (by its manifest; the path
+    ``snapshots/CURRENT`` holds the name of). ``path``: a Path or a str."""
     return open_snapshot(path)[0]
 
 
-def set_parts(manifest_path: Path) -> list[str]:
+def set_parts(manifest_path: Path | str) -> list[str]:
     """Part file names a manifest references."""
     return [e["name"] for e in read_manifest(manifest_path)["parts"]]
