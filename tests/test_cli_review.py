@@ -186,3 +186,16 @@ def test_plot_writes_the_format_its_suffix_names_and_refuses_others(published: P
     code, out = _cli("plot", "sentiment", *since, "--out", str(missing / "c.png"))
     assert code == 1 and f"the directory {missing} does not exist" in out, out
     assert not missing.exists()
+
+
+@pytest.mark.parametrize("args", [
+    ["sql", "--json", "SELECT 1; SELECT 2"],
+    ["sql", "--json", "DELETE FROM articles"],
+    ["export", "--json", "--table", "no_such_table", "--out", "x.parquet"],
+])
+def test_an_error_under_json_is_a_json_document_on_stdout(published: Path, args: list[str]) -> None:
+    """A script reading --json output gets the error as JSON (the human line stays on stderr)."""
+    res = runner.invoke(app, args)
+    assert res.exit_code == 1, res.output
+    doc = json.loads(res.stdout)
+    assert doc["exitCode"] == 1 and doc["error"] and res.stderr.startswith("error: "), (res.stdout, res.stderr)

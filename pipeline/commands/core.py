@@ -8,9 +8,9 @@ from typing import Any, NoReturn
 
 import typer
 
-from pipeline.commands.output import emit_json, fail
+from pipeline.commands.output import emit_json, fail, json_option
 
-JSON = typer.Option(False, "--json", help="Print the result as JSON (for scripts).")
+JSON = json_option(help="Print the result as JSON (for scripts).")
 
 
 def _settings(feeds: Path | None = None) -> Any:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from pipeline.commands.output import emit_json, fail, require_out_dir, unwritable
+from pipeline.commands.output import emit_json, fail, json_option, require_out_dir, unwritable
 
 # The warehouse tables README.md's analyst section names, in its order. Only these names ever reach the SQL.
 TABLES = (
@@ -69,7 +69,7 @@ def register(app: typer.Typer) -> None:
             None, "--format", help="parquet or csv (default: the one --out's suffix names, else parquet)."
         ),
         out: Path = typer.Option(..., "--out", help="File to write, in a directory that exists."),
-        as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+        as_json: bool = json_option(help="Print the result as JSON."),
     ) -> None:
         """Write a warehouse table to Parquet or CSV."""
         from warehouse.config import get_settings

@@ -16,7 +16,7 @@ from typing import Any
 import typer
 
 from accounts.apis import APIS  # a module without imports: keeps the CLI start light
-from pipeline.commands.output import emit_json, fail
+from pipeline.commands.output import emit_json, fail, json_option
 
 keys_app = typer.Typer(
     help="Access keys: create (shown once), list, revoke, rotate, set-plan. Only a hash of each key is stored.",
@@ -89,7 +89,7 @@ def create(
     plan: str = typer.Option(..., "--plan", help="Plan name from plans.yaml: free, basic, pro, enterprise."),
     name: str = typer.Option(..., "--name", help="Who or what the key is for (shown in `keys list`)."),
     apis: str = typer.Option(",".join(APIS), "--apis", help="APIs the key may call, comma-separated."),
-    as_json: bool = typer.Option(False, "--json", help='Print {"id", "key", "plan", "apis"} as JSON.'),
+    as_json: bool = json_option(help='Print {"id", "key", "plan", "apis"} as JSON.'),
 ) -> None:
     """Create a key and print it once."""
     chosen = _apis(apis)
@@ -109,7 +109,7 @@ def create(
 
 
 @keys_app.command("list")
-def list_keys(as_json: bool = typer.Option(False, "--json", help="Print the keys as JSON.")) -> None:
+def list_keys(as_json: bool = json_option(help="Print the keys as JSON.")) -> None:
     """List keys: id, name, plan, APIs, status and the display form (prefix…last four) of live secrets."""
     store, _ = _store_and_plans()
     try:
@@ -142,7 +142,7 @@ def list_keys(as_json: bool = typer.Option(False, "--json", help="Print the keys
 @keys_app.command("revoke")
 def revoke(
     key_id: str = typer.Argument(..., metavar="ID", help="Key id from `keys list`."),
-    as_json: bool = typer.Option(False, "--json", help='Print {"id", "status", "revokedAt", "alreadyRevoked"}.'),
+    as_json: bool = json_option(help='Print {"id", "status", "revokedAt", "alreadyRevoked"}.'),
 ) -> None:
     """Revoke a key (all its secrets). A running API stops accepting it within about a second."""
     store, _ = _store_and_plans()
@@ -171,7 +171,7 @@ def rotate(
     grace_hours: float = typer.Option(
         24.0, "--grace-hours", min=0.0, help="How long the previous key keeps working (0: stops at once)."
     ),
-    as_json: bool = typer.Option(False, "--json", help='Print {"id", "key", "plan", "apis"} as JSON.'),
+    as_json: bool = json_option(help='Print {"id", "key", "plan", "apis"} as JSON.'),
 ) -> None:
     """Issue a new key for the same id, plan, APIs and usage; the previous key works for the grace period."""
     from accounts.store import KeyNotFound
@@ -198,7 +198,7 @@ def rotate(
 def set_plan(
     key_id: str = typer.Argument(..., metavar="ID", help="Key id from `keys list`."),
     plan: str = typer.Argument(..., metavar="PLAN", help="A plan in force (plans.yaml or CRYPTOWIRE_PLANS_FILE)."),
-    as_json: bool = typer.Option(False, "--json", help='Print {"id", "plan", "previousPlan"} as JSON.'),
+    as_json: bool = json_option(help='Print {"id", "plan", "previousPlan"} as JSON.'),
 ) -> None:
     """Move a key to another plan offered by the plans in force.
 
@@ -229,7 +229,7 @@ def set_plan(
 def usage(
     key_id: str | None = typer.Argument(None, metavar="ID", help="Key id (default: every key)."),
     days: int = typer.Option(7, "--days", min=1, max=90, help="UTC days to show, ending today."),
-    as_json: bool = typer.Option(False, "--json", help="Print the same JSON as GET /api/usage/{accessKey}."),
+    as_json: bool = json_option(help="Print the same JSON as GET /api/usage/{accessKey}."),
 ) -> None:
     """CU and requests per UTC day and per API, with today's allowance."""
     from accounts import PlansError, build_access

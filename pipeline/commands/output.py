@@ -42,8 +42,25 @@ def emit_json(data: Any) -> None:
     typer.echo(json.dumps(plain(data), indent=2, allow_nan=False))
 
 
+_json_mode = False  # set by every --json option's callback (click calls it with the default too)
+
+
+def _remember_json(value: bool) -> bool:
+    global _json_mode
+    _json_mode = bool(value)
+    return value
+
+
+def json_option(help: str = "Print the result as JSON (for scripts).") -> Any:
+    """The --json flag of every command; ``fail`` then also prints the error as JSON."""
+    return typer.Option(False, "--json", help=help, callback=_remember_json)
+
+
 def fail(message: str, code: int = 1) -> None:
-    """Print a clear error to stderr and exit non-zero."""
+    """Print a clear error to stderr and exit non-zero; under --json also one JSON document on stdout, so a script
+    reading stdout gets ``{"error": ..., "exitCode": ...}`` rather than nothing."""
+    if _json_mode:
+        typer.echo(json.dumps({"error": message, "exitCode": code}))
     typer.secho(f"error: {message}", err=True, fg=typer.colors.RED)
     raise typer.Exit(code)
 

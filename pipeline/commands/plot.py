@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from pipeline.commands.output import emit_json, fail, latest_snapshot, require_out_dir, unwritable
+from pipeline.commands.output import (
+    emit_json,
+    fail,
+    json_option,
+    latest_snapshot,
+    require_out_dir,
+    unwritable,
+)
 
 if TYPE_CHECKING:
     from warehouse.read import Instant
@@ -92,7 +99,7 @@ def register(app: typer.Typer) -> None:
                                   "or 26 weeks before --until)."),
         until: str = typer.Option(None, "--until", help="To this date (that whole day) or ISO time (default: the "
                                   "newest dated article)."),
-        as_json: bool = typer.Option(False, "--json", help="Print the file, range and bucket count as JSON."),
+        as_json: bool = json_option(help="Print the file, range and bucket count as JSON."),
     ) -> None:
         """Chart a ticker's daily (or hourly, weekly) mean sentiment and article counts, as `assetSentiment`."""
 

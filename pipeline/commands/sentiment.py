@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from pipeline.commands.output import json_option
+
 sentiment_app = typer.Typer(help="The sentiment model: evaluate the shipped weights.", no_args_is_help=True,
                             rich_markup_mode=None)  # Click's help, as pipeline/cli.py
 
@@ -14,7 +16,7 @@ sentiment_app = typer.Typer(help="The sentiment model: evaluate the shipped weig
 def eval_command(
     data: Path = typer.Option(None, "--data", help="CSV with a header and `text,label` columns "
                               "(labels: negative, neutral, positive). Without it: the full report (below)."),
-    json_output: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
+    json_output: bool = json_option(help="Print the figures as JSON."),
     baselines: bool = typer.Option(True, "--baselines/--no-baselines",
                                    help="Also measure VADER and a logistic-regression head on frozen embeddings "
                                    "(most of a small run's time: --no-baselines for a quick check)."),

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from pipeline.commands.output import emit_json, fail, latest_snapshot
+from pipeline.commands.output import emit_json, fail, json_option, latest_snapshot
 
 if TYPE_CHECKING:
     from duckdb import DuckDBPyRelation
@@ -82,8 +82,7 @@ def register(app: typer.Typer) -> None:
             "materialization holds the warehouse. Its tables: news (the served articles, with story_id), events, "
             "stories, sentiment (a copy of asset_sentiment), filter_values and snapshot_info."
         ),
-        as_json: bool = typer.Option(
-            False, "--json", help="Print rows as a JSON list of objects: DECIMAL as a number, INTERVAL as seconds, "
+        as_json: bool = json_option(help="Print rows as a JSON list of objects: DECIMAL as a number, INTERVAL as seconds, "
             "BLOB as base64, dates, times, timestamps (ISO 8601) and UUIDs as strings, NaN and infinities as null."
         ),
         max_rows: int = typer.Option(50, "--max-rows", min=1, help="Rows shown in the table view (the first ones)."),

@@ -6,13 +6,15 @@ import sys
 
 import typer
 
+from pipeline.commands.output import json_option
+
 
 def register(app: typer.Typer) -> None:
     @app.command("tag")
     def tag(
         text: str = typer.Option(None, "--text", "-t", help="One headline to tag (default: read headlines from stdin)."),
         summary: str = typer.Option("", "--summary", help="A summary to tag along with --text."),
-        as_json: bool = typer.Option(False, "--json", help="Print JSON (tagger version, tickers with salience, topics)."),
+        as_json: bool = json_option(help="Print JSON (tagger version, tickers with salience, topics)."),
     ) -> None:
         """Tag headlines with tickers and topics: --text, or one headline per line on stdin."""
         from models.tagging import get_tagger  # lazy: keeps `cryptowire --help` and other commands fast

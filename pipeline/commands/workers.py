@@ -7,7 +7,7 @@ from datetime import UTC, date, datetime
 
 import typer
 
-from pipeline.commands.output import emit_json, fail
+from pipeline.commands.output import emit_json, fail, json_option
 
 
 def _day(value: str, option: str) -> date:
@@ -56,7 +56,7 @@ def register(app: typer.Typer) -> None:
         wait_timeout: float | None = typer.Option(
             None, "--wait-timeout", min=0, help="Seconds to wait for a run that holds the warehouse."
         ),
-        as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (for scripts)."),
+        as_json: bool = json_option(help="Print the result as JSON (for scripts)."),
     ) -> None:
         """Score and tag every article published in [--since, --until] that lacks a score for the current model
         or tags for the current tagger, one partition per day, on the workers (`cryptowire worker`, any number,
