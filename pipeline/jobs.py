@@ -74,6 +74,7 @@ class RunSummary:
     assets: list[AssetOutcome]
     checks: list[dict[str, Any]]
     repairs: list[str] = field(default_factory=list)  # what recovery repaired before the run
+    stopped: bool = False  # SIGINT/SIGTERM stopped it: what it committed stays
 
 
 def _plain(value: Any) -> Any:
@@ -88,6 +89,9 @@ def check_steps(checks: list[Any]) -> dict[str, Any]:
     return {f"{spec.asset_key.to_python_identifier()}_{spec.name}": spec for c in checks for spec in c.check_specs}
 
 
+INTERRUPTED = "DagsterExecutionInterruptedError"  # a step's root cause when SIGINT/SIGTERM stopped it
+
+
 def _root_cause(err: Any) -> str:
     """The exception our code raised, without Dagster's wrappers: ``AllFeedsFailed: all 1 feeds failed ...``."""
     if err is None:
@@ -99,11 +103,14 @@ def _root_cause(err: Any) -> str:
 
 
 def repair_files(settings: Settings, fix: bool = True) -> list[str]:
-    """Unfinished snapshot files, a dangling ``CURRENT``, an unreplayed warehouse log: what a crash can leave in
-    the data home's files. Call it with no run writing (the materialization lock held, no live pool holder)."""
+    """Unfinished snapshot files, a dangling ``CURRENT``, an unreplayed warehouse log, a model build's temp
+    directory: what a crash can leave in the data home's files. Call it with no run writing (the materialization
+    lock held, no live pool holder)."""
+    from models.sentiment.runtime import remove_leftover_builds
     from warehouse.repair import repair_snapshots, replay_warehouse_wal
 
-    return [*repair_snapshots(settings.snapshots_dir, fix), *replay_warehouse_wal(settings.warehouse_path, fix)]
+    return [*repair_snapshots(settings.snapshots_dir, fix), *replay_warehouse_wal(settings.warehouse_path, fix),
+            *remove_leftover_builds(settings.models_dir, fix)]
 
 
 def wait_for_pool(instance: Any, timeout: float | None, say: Callable[[str], None]) -> list[str]:
@@ -150,7 +157,7 @@ def materialize(
     from pipeline import dagster_fixes  # noqa: F401  (a waiting step sleeps instead of spinning)
     from pipeline.definitions import ALL_ASSETS, ALL_CHECKS, resources
     from pipeline.recovery import TAG_TOKEN, heartbeat, process_tags
-    from pipeline.runlock import exclusive, redeliver_dropped_stops, running
+    from pipeline.runlock import exclusive, redeliver_dropped_stops, running, stop_requested
 
     prepare_dagster_home(settings)
     settings.ensure_dirs()
@@ -195,14 +202,17 @@ def materialize(
         finally:
             running.clear()
             stop.set()
-    assets, checks = summarize(result, ALL_ASSETS, ALL_CHECKS)
+    stopped = stop_requested.is_set()
+    if stopped and not result.success:  # Dagster records an interrupted run as failed: it was canceled
+        instance.report_run_canceled(result.dagster_run, message="stopped by SIGINT/SIGTERM")
+    assets, checks = summarize(result, ALL_ASSETS, ALL_CHECKS, stopped)
     return RunSummary(
-        run_id=result.run_id, ok=result.success, assets=assets, checks=checks, repairs=repairs
+        run_id=result.run_id, ok=result.success, assets=assets, checks=checks, repairs=repairs, stopped=stopped
     )
 
 
 def summarize(
-    result: Any, all_assets: list[Any], all_checks: list[Any]
+    result: Any, all_assets: list[Any], all_checks: list[Any], stopped: bool = False
 ) -> tuple[list[AssetOutcome], list[dict[str, Any]]]:
     """One outcome per planned asset (materialized, failed with its root cause, or not run) and one entry per
     check (its evaluation, or a failure when it raised) from a finished ``dg.materialize`` result."""
@@ -215,13 +225,18 @@ def summarize(
         elif event.event_type_value == "STEP_FAILURE":
             step = event.step_key or "?"
             err = event.event_specific_data.error  # type: ignore[union-attr]
-            outcomes[step] = AssetOutcome(step, False, error=_root_cause(err))
+            cause = _root_cause(err)
+            if INTERRUPTED in cause.split(":", 1)[0]:  # a stop, not a fault of the step (nor a failed check)
+                outcomes[step] = AssetOutcome(step, False, error="stopped before it finished", skipped=True)
+            else:
+                outcomes[step] = AssetOutcome(step, False, error=cause)
     # The in-process executor records nothing for the steps after a failure: planned assets without an outcome
     # were not run, and the summary says so rather than leaving them out.
     names = {key.to_user_string() for a in all_assets for key in a.keys}
+    why = "not run: the run was stopped" if stopped else "not run: an asset it depends on failed"
     for step in result.dagster_run.step_keys_to_execute or []:
         if step in names and step not in outcomes:
-            outcomes[step] = AssetOutcome(step, False, error="not run: an asset it depends on failed", skipped=True)
+            outcomes[step] = AssetOutcome(step, False, error=why, skipped=True)
     checks = []
     # A check that raised has no evaluation: it is a failed check (not a passed one, nor an asset).
     specs = check_steps(all_checks)
@@ -245,12 +260,15 @@ def summarize(
 
 def doctor(settings: Settings, fix: bool = True) -> tuple[list[str], str | None]:
     """``cryptowire doctor``: the repairs made (or, with ``fix=False``, needed), and why file repairs were
-    skipped, if they were (a live run is writing)."""
+    skipped, if they were (a live run is writing). Only checking creates nothing in the data home."""
     from pipeline.recovery import in_progress, pool_runs, recover
     from pipeline.runlock import WaitTimeout, exclusive
 
+    if not settings.home.is_dir() and not settings.database_url:
+        return [], f"no data home at {settings.home.resolve()} yet: nothing to check"
+    if not fix and not settings.database_url and not (settings.dagster_home / "dagster.yaml").exists():
+        return repair_files(settings, fix), None  # no run was ever recorded here: none to recover
     prepare_dagster_home(settings)
-    settings.ensure_dirs()
     instance = dg.DagsterInstance.get()
     try:
         with exclusive(settings.dagster_home / "materialize.lock", 0, lambda _line: None):

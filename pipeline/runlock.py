@@ -26,10 +26,20 @@ POLL_SECONDS = 0.5
 # raised while a finalizer runs ("Exception ignored in ..."): the wait loops look at this flag too, so a stop
 # request always ends a wait within a poll.
 stop_requested = threading.Event()
+stop_signal: int | None = None  # the first stop signal received (its exit code is 128 + it)
 # Set while the run executes its steps. There Dagster's handler raises an interruption wherever the main thread
 # is; raised inside a callback (an import lock's: "Exception ignored in <function _get_module_lock...>") Python
 # drops it and the run would go on to its end. ``redeliver_dropped_stops`` sends the signal again then.
 running = threading.Event()
+
+
+def note_stop(signum: int) -> None:
+    """Record a stop request: the CLI's handler calls it, and so do Dagster's handlers while a run executes
+    (``pipeline.dagster_fixes``), which would otherwise leave no trace of which signal stopped the run."""
+    global stop_signal
+    if stop_signal is None:
+        stop_signal = signum
+    stop_requested.set()
 
 
 def redeliver_dropped_stops() -> None:

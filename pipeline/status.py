@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,8 +22,12 @@ TABLES = (
     "feed_fetches",
 )
 
+NO_HOME = "no data home yet: `cryptowire materialize` (or `cryptowire up`) creates it and fills it"
+QUEUED = ("QUEUED", "NOT_STARTED")
+WARNING_SHOWN = 100  # characters of a feed's warning in the text output (the JSON has all of it)
+
 FEED_HEALTH_SQL = """
-SELECT feed_name, feed_url, started_at, http_status, items_seen, items_new, not_modified, error
+SELECT feed_name, feed_url, started_at, http_status, items_seen, items_new, not_modified, error, warning
 FROM feed_fetches
 QUALIFY row_number() OVER (PARTITION BY feed_url ORDER BY started_at DESC) = 1
 ORDER BY feed_name
@@ -40,12 +46,26 @@ def _shown(iso: str | None) -> str:
     return iso.replace("T", " ").replace("Z", " UTC") if iso else "never"
 
 
+def _one_line(text: str, limit: int) -> tuple[str, bool]:
+    """A warning on one line of at most ``limit`` characters, and whether it was shortened. Parser messages can
+    hold newlines and be long: their details in parentheses go first, so that every part of the warning shows."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text, False
+    while (inner := re.sub(r"\([^()]*\)", "\0", text)) != text:  # innermost first: parentheses nest
+        text = inner
+    text = text.replace("\0", "(…)")
+    return (text if len(text) <= limit else text[: limit - 1].rstrip() + "…"), True
+
+
 def _warehouse(settings: Settings) -> dict[str, Any]:
     import duckdb
 
     from warehouse import db
 
     path = settings.warehouse_path
+    if not settings.home.is_dir():
+        return {"exists": False, "hint": NO_HOME}
     if not path.exists():
         return {"exists": False, "hint": "run `cryptowire materialize` to create it"}
     try:
@@ -62,7 +82,7 @@ def _warehouse(settings: Settings) -> dict[str, Any]:
             else None
         )
         feeds = [
-            dict(zip(("feed", "url", "at", "status", "seen", "new", "not_modified", "error"), r, strict=True))
+            dict(zip(("feed", "url", "at", "status", "seen", "new", "not_modified", "error", "warning"), r, strict=True))
             for r in con.execute(FEED_HEALTH_SQL).fetchall()
         ] if "feed_fetches" in names else []
     finally:
@@ -98,14 +118,33 @@ def _asset_outcome(run: Any, events: tuple[set[str], set[str]], asset: str, step
         return "materialized"
     if run.is_finished:
         return "skipped"
-    return "interrupted" if dead else "running"
+    if dead:
+        return "interrupted"
+    # not launched yet: a run the Dagster UI queued waits for the daemon, which may not be running
+    return "queued" if run.status.value in QUEUED else "running"
 
 
-def _runs(settings: Settings) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+def _queued(instance: Any) -> dict[str, Any]:
+    """Runs waiting in the run queue, and whether a daemon is there to launch them (its queue heartbeat is fresh)."""
+    from dagster import DagsterRunStatus, RunsFilter
+
+    from pipeline.recovery import HEARTBEAT_TIMEOUT
+
+    records = instance.get_run_records(filters=RunsFilter(statuses=[DagsterRunStatus.QUEUED]))
+    beat = instance.get_daemon_heartbeats().get("QUEUED_RUN_COORDINATOR")
+    return {
+        "runs_queued": [{"run_id": r.dagster_run.run_id, "job": r.dagster_run.job_name,
+                         "since": _iso(r.create_timestamp.timestamp())} for r in records],
+        "daemon_running": beat is not None and time.time() - beat.timestamp < HEARTBEAT_TIMEOUT,
+    }
+
+
+def _runs(settings: Settings) -> dict[str, Any]:
     """Per asset, the last materialization, and the last run that planned it: the asset's own outcome there and
-    the whole run's status. Per check, its last evaluation. From the Dagster instance under the data home."""
+    the whole run's status. Per check, its last evaluation. Runs not finished, runs queued. From the Dagster
+    instance under the data home."""
     if not (settings.dagster_home / "dagster.yaml").exists():
-        return [], [], []
+        return {"assets": [], "checks": [], "runs_in_progress": [], "runs_queued": [], "daemon_running": False}
     import dagster as dg
     from dagster._core.storage.asset_check_execution_record import (
         AssetCheckExecutionRecordStatus as CheckStatus,
@@ -161,7 +200,7 @@ def _runs(settings: Settings) -> tuple[list[dict[str, Any]], list[dict[str, Any]
          "why": r.reason}
         for r in unfinished.values()
     ]
-    return assets, checks, runs
+    return {"assets": assets, "checks": checks, "runs_in_progress": runs, **_queued(instance)}
 
 
 def _serving(settings: Settings) -> dict[str, Any]:
@@ -183,18 +222,28 @@ def _serving(settings: Settings) -> dict[str, Any]:
 
 
 def collect(settings: Settings) -> dict[str, Any]:
-    assets, checks, runs = _runs(settings)
     return {
         "home": str(settings.home.resolve()),
+        "home_exists": settings.home.is_dir(),
         "warehouse": str(settings.warehouse_path.resolve()),
         "snapshots": str(settings.snapshots_dir.resolve()),
         "feeds_file": str(settings.feeds_file),
         **_warehouse(settings),
         "serving": _serving(settings),
-        "assets": assets,
-        "checks": checks,
-        "runs_in_progress": runs,
+        **_runs(settings),
     }
+
+
+def _queue_lines(report: dict[str, Any]) -> list[str]:
+    queued = report.get("runs_queued") or []
+    if not queued:
+        return []
+    lines = [f"runs queued: {', '.join(r['run_id'][:8] + ' ' + r['job'] for r in queued)}"]
+    if report.get("daemon_running"):
+        lines.append("  the Dagster daemon starts them as run slots free up")
+    else:
+        lines.append("  no Dagster daemon is running: they start when it runs (`cryptowire daemon`, or `make dev`)")
+    return lines
 
 
 def render(report: dict[str, Any]) -> str:
@@ -204,9 +253,12 @@ def render(report: dict[str, Any]) -> str:
         f"snapshots:  {report['snapshots']}",
         f"feeds file: {report['feeds_file']}",
     ]
+    if not report.get("home_exists", True):
+        lines.append(NO_HOME)
+        return "\n".join(lines)
     if not report.get("exists"):
         lines.append(f"no warehouse yet: {report.get('hint', '')}")
-        return "\n".join(lines)
+        return "\n".join(lines + _queue_lines(report))  # a run queued in the Dagster UI may be what creates it
     if report.get("error"):
         lines.append(report["error"])
         return "\n".join(lines)
@@ -235,6 +287,7 @@ def render(report: dict[str, Any]) -> str:
             lines.append(f"  {r['run_id'][:8]} {r['status']:<9} {state:<8} since {_shown(r['since'])}: {r['why']}")
         if any(not r["alive"] for r in report["runs_in_progress"]):
             lines.append("  the next `cryptowire materialize` repairs dead runs by itself; `cryptowire doctor` does it now")
+    lines += _queue_lines(report)
     if report["checks"]:
         passed = sum(c["passed"] is True for c in report["checks"])
         failed = [c for c in report["checks"] if c["passed"] is False]
@@ -252,10 +305,17 @@ def render(report: dict[str, Any]) -> str:
         lines.append("feeds (last fetch):")
         # http is "-" for file feeds, which have no HTTP status
         lines.append(f"  {'feed':<28} {'fetched at':<23} {'http':>4} {'seen':>5} {'new':>5}  result")
+        cut = False
         for f in report["feeds"]:
             result = f"ERROR {f['error']}" if f["error"] else ("unchanged" if f["not_modified"] else "ok")
+            if f.get("warning") and not f["error"]:
+                shown, was_cut = _one_line(f["warning"], WARNING_SHOWN)
+                cut = cut or was_cut
+                result += f" (warning: {shown})"
             http = f["status"] or "-"
             lines.append(
                 f"  {f['feed']:<28} {_shown(f['at']):<23} {http!s:>4} {f['seen']:>5} {f['new']:>5}  {result}"
             )
+        if cut:
+            lines.append("  (long warnings are cut here: `cryptowire status --json` has them whole)")
     return "\n".join(lines)

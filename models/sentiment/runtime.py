@@ -8,11 +8,14 @@ version, this recipe and the ONNX Runtime version.
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
+import shutil
 import tempfile
 import warnings
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +28,10 @@ RECIPE = "onnx-int8-static-matmul-v2"
 CALIBRATION_FILE = "calibration.txt"
 CALIBRATION_BATCH = 32
 OPSET = 17
+BUILD_PREFIX = "sentiment-onnx-"  # a build's temp directory, beside the cache file
+# Every build holds this lock shared while its temp directory exists; one taken exclusively proves that no build
+# is running, so any temp directory left is a killed build's (the fp32 export alone is 86 MB).
+BUILD_LOCK = ".sentiment-build.lock"
 
 
 def ort_version() -> str:
@@ -81,6 +88,49 @@ class _Calibration:
         self._it = iter(self._batches)
 
 
+@contextmanager
+def _building(directory: Path) -> Iterator[None]:
+    fd = os.open(directory / BUILD_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)
+
+
+def remove_leftover_builds(directory: Path, fix: bool = True) -> list[str]:
+    """Delete the temp directories of int8 builds a killed process left in ``directory`` (a data home's
+    ``models/``), unless a build is running there. One line per directory removed (with ``fix=False``, that
+    would be); creates nothing when ``fix`` is false."""
+
+    def leftovers() -> list[Path]:
+        return sorted(p for p in directory.glob(f"{BUILD_PREFIX}*") if p.is_dir())
+
+    if not directory.is_dir() or not leftovers():
+        return []
+    try:
+        fd = os.open(directory / BUILD_LOCK, os.O_RDWR | (os.O_CREAT if fix else 0), 0o644)
+    except FileNotFoundError:  # no build of this version ever ran here: the directories are older versions'
+        fd = None
+    try:
+        if fd is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return []  # a build is running: its directory is no leftover
+        done = []
+        for path in leftovers():  # again, under the lock: a build seen above may have finished since
+            size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+            if fix:
+                shutil.rmtree(path, ignore_errors=True)
+            done.append(f"{'removed' if fix else 'would remove'} {path.name}/ ({size / 1e6:.0f} MB), "
+                        "a sentiment model build whose process was killed")
+        return done
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
 def build_int8(net: Any, tokenizer: Any, max_tokens: int, calibration: list[str], out: Path) -> None:
     """Export ``net`` (eval mode) to ONNX and write its int8 form, calibrated on ``calibration``, to ``out``."""
     import onnx
@@ -88,7 +138,7 @@ def build_int8(net: Any, tokenizer: Any, max_tokens: int, calibration: list[str]
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
 
     out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="sentiment-onnx-", dir=out.parent) as tmp:
+    with _building(out.parent), tempfile.TemporaryDirectory(prefix=BUILD_PREFIX, dir=out.parent) as tmp:
         fp32 = Path(tmp) / "fp32.onnx"
         example = (torch.ones((2, 8), dtype=torch.long), torch.ones((2, 8), dtype=torch.long))
         with warnings.catch_warnings(), torch.inference_mode():

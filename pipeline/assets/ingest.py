@@ -43,6 +43,7 @@ def raw_articles(
             "updated": r.items_updated,
             "ms": round(r.duration_ms, 1),
             "error": r.error,
+            "warning": r.warning,  # items were read, but not all was well (lenient parse, body cut at the cap)
         }
         for r in report.results
     ]

@@ -25,14 +25,15 @@ def _settings(feeds: Path | None = None) -> Any:
 
 
 def _print_summary(summary: Any) -> None:
-    typer.echo(f"run {summary.run_id}: {'succeeded' if summary.ok else 'FAILED'}")
+    typer.echo(f"run {summary.run_id}: {'succeeded' if summary.ok else 'stopped' if summary.stopped else 'FAILED'}")
     width = max([20, *(len(a.asset) for a in summary.assets)])
     for a in summary.assets:
         if a.ok:
             shown = {k: v for k, v in a.metadata.items() if not isinstance(v, list | dict)}
             typer.echo(f"  {a.asset:<{width}} ok      " + ", ".join(f"{k}={v}" for k, v in shown.items()))
         else:
-            typer.echo(f"  {a.asset:<{width}} {'skipped' if a.skipped else 'FAILED ':<7} {a.error}")
+            label = "FAILED" if not a.skipped else "stopped" if a.error == "stopped before it finished" else "skipped"
+            typer.echo(f"  {a.asset:<{width}} {label:<7} {a.error}")
     failed = [c for c in summary.checks if not c["passed"]]
     typer.echo(f"  checks: {len(summary.checks) - len(failed)} passed, {len(failed)} failed")
     for c in failed:
@@ -57,11 +58,15 @@ def stop_on_sigterm() -> None:
     which the wait loops check: a KeyboardInterrupt can be lost in a finalizer, the flag cannot."""
     import signal
 
-    from pipeline.runlock import stop_requested
+    from pipeline.runlock import note_stop, running, stop_requested
 
     def stop(signum: int, frame: Any) -> None:
-        stop_requested.set()
-        signal.default_int_handler(signum, frame)
+        again = stop_requested.is_set()
+        note_stop(signum)
+        # A repeated stop (one redelivered to a run that has just ended, or a second Ctrl-C) is noted only: raised
+        # while the summary prints, it would cut it short. The wait loops look at the flag.
+        if not again or running.is_set():
+            signal.default_int_handler(signum, frame)
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
@@ -90,12 +95,26 @@ def run_materialize(feeds: Path | None, select: str | None, as_json: bool, wait_
     except (ValueError, WaitTimeout, WarehouseLocked) as exc:
         fail(str(exc))
     except KeyboardInterrupt:
-        fail("stopped by SIGINT/SIGTERM: what the run committed stays; the next run carries on from there", code=130)
+        _stopped()
     if as_json:
         emit_json(asdict(summary))
     else:
         _print_summary(summary)
+    if summary.stopped:
+        _stopped()
     return summary
+
+
+def _stopped() -> NoReturn:
+    """Exit as a stopped process does (128 + the signal), saying that nothing committed is lost."""
+    import signal
+
+    from pipeline import runlock
+
+    signum = runlock.stop_signal or signal.SIGINT
+    fail(f"stopped by {signal.Signals(signum).name}: what the run committed stays; the next run carries on from "
+         "there", code=128 + signum)
+    raise AssertionError  # fail() exits
 
 
 def register(app: typer.Typer) -> None:
@@ -136,7 +155,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Check and repair what a crash can leave in the data home: runs whose process is gone (marked failed)
         and the pool slots they hold, unfinished snapshot files, a missing or dangling snapshots/CURRENT, a
-        warehouse log never checkpointed. `cryptowire materialize` does the same before every run."""
+        warehouse log never checkpointed, a killed model build's temp directory. `cryptowire materialize` does the
+        same before every run."""
         from pipeline.jobs import doctor as run_doctor
 
         repairs, skipped = run_doctor(_settings(), fix=not check)
