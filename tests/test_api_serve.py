@@ -101,3 +101,12 @@ def test_the_app_loads_without_torch_dagster_or_matplotlib(tmp_path: Path) -> No
     result = subprocess.run([sys.executable, "-c", code], cwd=PROJECT, env=env, capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_serve_refuses_a_bad_pdf_allow_entry_in_one_line(tmp_path: Path) -> None:
+    env = {**os.environ, "CRYPTOWIRE_HOME": str(tmp_path / "home"), "CRYPTOWIRE_PDF_ALLOW_HOSTS": '["not a host!"]'}
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "serve", "--port", "1"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith("error: CRYPTOWIRE_PDF_ALLOW_HOSTS='[\"not a host!\"]': pdf_allow_hosts entry")

@@ -78,6 +78,21 @@ def check_platform_store(settings: Any) -> None:
         fail(str(exc))
 
 
+def check_pdf_allow_hosts(settings: Any) -> None:
+    """Parse the PDF allow list before serving: a bad entry is a one-line error naming the variable, as every
+    other bad setting is, rather than uvicorn's traceback from the app's start-up."""
+    import json
+
+    from api.pdf.ssrf import Policy
+    from pipeline.commands.output import fail
+
+    try:
+        Policy(settings.pdf_allow_hosts)
+    except ValueError as exc:
+        shown = json.dumps(settings.pdf_allow_hosts)
+        fail(f"CRYPTOWIRE_PDF_ALLOW_HOSTS='{shown}': {exc}; fix or remove that entry", code=2)
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     def serve(
@@ -96,4 +111,5 @@ def register(app: typer.Typer) -> None:
         settings = get_settings()  # CRYPTOWIRE_PORT's range is checked with every setting (pipeline/cli.py)
         settings.ensure_dirs()
         check_platform_store(settings)
+        check_pdf_allow_hosts(settings)
         run_server(host or settings.host, port or settings.port, workers, log_level.lower(), settings.log_format)
