@@ -11,12 +11,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from datetime import date
+from datetime import date, timedelta
 from typing import Any
 
 from warehouse.config import Settings
 
 POLL_SECONDS = 0.25
+# How long the backfill keeps polling while Redis is away (a restart) before it gives up with one line.
+REDIS_RETRY_SECONDS = 120.0
 
 
 @dataclass
@@ -50,6 +52,23 @@ class BackfillReport:
 
 class BackfillTimeout(Exception):
     pass
+
+
+class RedisUnreachable(Exception):
+    pass
+
+
+def _unscored(con: Any, part: Any, model_version: str, tagger_version: str) -> int:
+    """Articles of ``part`` that the warehouse still lacks scores or tags for: its day's work is still the same
+    content id (a merge of it would have taken those articles out of the work)."""
+    from pipeline.partitions import _midnight, input_id
+
+    rows = con.execute(
+        "SELECT id, content_hash FROM articles WHERE published_at >= ? AND published_at < ? "
+        "AND (model_version IS DISTINCT FROM ? OR tagger_version IS DISTINCT FROM ?)",
+        [_midnight(part.day), _midnight(part.day + timedelta(days=1)), model_version, tagger_version],
+    ).fetchall()
+    return len(rows) if rows and input_id(model_version, tagger_version, rows) == part.input_id else 0
 
 
 def run_backfill(
@@ -89,6 +108,10 @@ def run_backfill(
             parts = export_partitions(con, root, model_version, tagger_version, since, until)
         finally:
             con.close()
+        for p in parts:
+            # The warehouse still lacks this work, so a marker of the same content id is from a merge it no longer
+            # holds (restored from a copy, versions reset): left, workers would drop their results as merged.
+            p.input_path.with_name(f"merged-{p.input_id}.json").unlink(missing_ok=True)
     report.articles = sum(p.articles for p in parts)
     if not parts:
         report.seconds = round(time.perf_counter() - started, 3)
@@ -99,20 +122,38 @@ def run_backfill(
     pending = dict(zip([r.id for r in queue([str(p.input_path.relative_to(root)) for p in parts])], parts,
                        strict=True))
     results = {task_id: None for task_id in pending}
+    from kombu.exceptions import OperationalError
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
     from pipeline.workers import app
 
+    redis_lost: float | None = None
     while pending:
         done = []
-        for task_id, part in pending.items():
-            res = results[task_id] or app.AsyncResult(task_id)
-            results[task_id] = res
-            if res.state == "SUCCESS":
-                done.append((part, res.result))
-            elif res.state == "FAILURE":
-                outcome = outcomes[part.input_id]
-                outcome.status, outcome.error = "failed", f"{type(res.result).__name__}: {res.result}"
-                say(f"partition {part.day} failed: {outcome.error}")
-                done.append((part, None))
+        try:
+            for task_id, part in pending.items():
+                res = results[task_id] or app.AsyncResult(task_id)
+                results[task_id] = res
+                if res.state == "SUCCESS":
+                    done.append((part, res.result))
+                elif res.state == "FAILURE":
+                    outcome = outcomes[part.input_id]
+                    outcome.status, outcome.error = "failed", f"{type(res.result).__name__}: {res.result}"
+                    say(f"partition {part.day} failed: {outcome.error}")
+                    done.append((part, None))
+        except (RedisConnectionError, RedisTimeoutError, OperationalError) as exc:
+            # Redis restarting: the next poll reconnects (the workers reconnect by themselves too)
+            redis_lost = redis_lost or time.monotonic()
+            if time.monotonic() - redis_lost > REDIS_RETRY_SECONDS:
+                raise RedisUnreachable(
+                    f"Redis at CRYPTOWIRE_REDIS_URL is unreachable ({exc}) for {REDIS_RETRY_SECONDS:g} s, with "
+                    f"{len(pending)} partition(s) not merged; start it and run the same backfill again to carry on "
+                    "(the days merged so far stay merged)"
+                ) from exc
+            time.sleep(1)
+            continue
+        redis_lost = None
         if done:
             with exclusive(lock, wait_timeout, say):
                 try:
@@ -132,8 +173,14 @@ def run_backfill(
                             outcome.applied, outcome.stale = merged.applied, merged.stale
                             finish_partition(part, merged)
                             outcome.status = "merged"
-                        elif part.input_path.with_name(f"merged-{part.input_id}.json").exists():
-                            outcome.status = "merged"  # merged by an earlier backfill of the same work
+                        elif (marker := part.input_path.with_name(f"merged-{part.input_id}.json")).exists():
+                            # merged by another run of the same work, if the warehouse shows it
+                            left = _unscored(con, part, model_version, tagger_version)
+                            outcome.status = "failed" if left else "merged"
+                            if left:
+                                outcome.error = (f"{marker.name} says merged but {left} of its articles are still "
+                                                 "unscored; run the same backfill again")
+                                say(f"partition {part.day} failed: {outcome.error}")
                         else:
                             outcome.status = "failed"
                             outcome.error = f"{part.result_path} is missing after the worker reported it done"

@@ -35,6 +35,23 @@ TASK = "cryptowire.score_partition"
 TEST_HOLD_ENV = "CRYPTOWIRE_TEST_PARTITION_HOLD"
 
 app = Celery("cryptowire")
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def check_redis_url(url: str) -> None:
+    """A clear error for a URL Celery would fail on with a traceback (``No such transport``)."""
+    if not url.startswith(REDIS_SCHEMES):
+        raise ValueError(f"CRYPTOWIRE_REDIS_URL={url!r} is not a Redis URL: it must start with redis://, rediss:// "
+                         "or unix:// (redis://host:6379/0); fix it in the environment or .env")
+
+
+def celery_url(url: str) -> str:
+    """kombu and Celery spell redis-py's ``unix:///path?db=N`` ``redis+socket:///path?virtual_host=N``."""
+    if not url.startswith("unix://"):
+        return url
+    path, _, query = url.removeprefix("unix://").partition("?")
+    query = "&".join("virtual_host" + p[2:] if p.startswith("db=") else p for p in query.split("&") if p)
+    return f"redis+socket://{path}?{query}" if query else f"redis+socket://{path}"
 
 
 def configure(settings: Settings | None = None) -> Celery:
@@ -45,6 +62,7 @@ def configure(settings: Settings | None = None) -> Celery:
             "CRYPTOWIRE_REDIS_URL is not set: workers and backfills meet in Redis (redis://host:6379/0); "
             "without it, `cryptowire materialize` scores articles in-process"
         )
+    check_redis_url(settings.redis_url)
     timeout = settings.worker_visibility_timeout
     transport = {
         "visibility_timeout": timeout,
@@ -53,8 +71,8 @@ def configure(settings: Settings | None = None) -> Celery:
         "unacked_restore_throttle": 1,
     }
     app.conf.update(
-        broker_url=settings.redis_url,
-        result_backend=settings.redis_url,
+        broker_url=celery_url(settings.redis_url),
+        result_backend=celery_url(settings.redis_url),
         broker_transport_options=transport,
         result_backend_transport_options={"visibility_timeout": timeout},
         broker_connection_retry_on_startup=True,

@@ -18,6 +18,15 @@ def _day(value: str, option: str) -> date:
         raise  # unreachable
 
 
+def _check_redis_url(url: str) -> None:
+    from pipeline.workers import check_redis_url
+
+    try:
+        check_redis_url(url)
+    except ValueError as exc:
+        fail(str(exc), code=2)  # a bad setting, as pipeline/cli.py reports the others
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     def worker(
@@ -42,6 +51,7 @@ def register(app: typer.Typer) -> None:
         settings = get_settings()
         if not settings.redis_url:
             fail("CRYPTOWIRE_REDIS_URL is not set: a worker takes its partitions from Redis (redis://host:6379/0)")
+        _check_redis_url(settings.redis_url)
         settings.partitions_dir.mkdir(parents=True, exist_ok=True)
         run_worker(settings, concurrency=concurrency, threads=threads, loglevel=loglevel)
 
@@ -68,7 +78,7 @@ def register(app: typer.Typer) -> None:
         arrives (one transaction per day, idempotent) and waits until every day is merged. Downstream tables
         (asset_sentiment, stories, events, the serving snapshot) follow on the next `cryptowire materialize` or
         through the daemon's automation; `articles` then finds nothing left to score for these days."""
-        from pipeline.backfill import BackfillTimeout, run_backfill
+        from pipeline.backfill import BackfillTimeout, RedisUnreachable, run_backfill
         from pipeline.runlock import WaitTimeout
         from warehouse.config import get_settings
 
@@ -79,6 +89,7 @@ def register(app: typer.Typer) -> None:
             fail("CRYPTOWIRE_REDIS_URL is not set: a backfill hands its partitions to workers through Redis "
                  "(redis://host:6379/0); without workers, `cryptowire materialize --select articles` scores "
                  "in-process")
+        _check_redis_url(settings.redis_url)
 
         def say(line: str) -> None:
             typer.echo(line, err=True)
@@ -89,7 +100,7 @@ def register(app: typer.Typer) -> None:
 
         try:
             report = run_backfill(settings, first, last, timeout=timeout, wait_timeout=wait_timeout, say=say)
-        except (ValueError, WaitTimeout, BackfillTimeout, WarehouseLocked) as exc:
+        except (ValueError, WaitTimeout, BackfillTimeout, WarehouseLocked, RedisUnreachable) as exc:
             fail(str(exc))
             return
         except OperationalError as exc:
