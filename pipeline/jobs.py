@@ -39,14 +39,58 @@ def dagster_yaml(settings: Settings) -> str:
     return text
 
 
-def prepare_dagster_home(settings: Settings) -> Path:
+class InstanceError(Exception):
+    """The data home's Dagster instance cannot be opened as the settings say: one line saying why and what to do."""
+
+
+def _where(url: str) -> str:
+    """host:port/db of a Postgres URL, never its user or password."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    try:
+        port = parts.port or 5432
+    except ValueError:
+        port = "?"
+    return f"{parts.hostname or 'localhost'}:{port}{parts.path}"
+
+
+def _written_postgres_url(target: Path) -> str | None:
+    """The Postgres URL the data home's dagster.yaml stores the instance in, if it does."""
+    import yaml
+
+    if not target.exists():
+        return None
+    config = yaml.safe_load(target.read_text()) or {}
+    return ((config.get("storage") or {}).get("postgres") or {}).get("postgres_url")
+
+
+def prepare_dagster_home(settings: Settings, write: bool = True) -> Path:
     """Create the Dagster home under the data home with the instance's dagster.yaml (``dagster_yaml``); point
-    DAGSTER_HOME at it. Unset ``CRYPTOWIRE_DATABASE_URL``: Dagster's own SQLite storage in that directory."""
+    DAGSTER_HOME at it. Unset ``CRYPTOWIRE_DATABASE_URL``: Dagster's own SQLite storage in that directory.
+    ``write=False`` (read-only commands) leaves an existing dagster.yaml as it is.
+
+    Raises ``InstanceError`` when the written dagster.yaml keeps the instance in Postgres and the setting names
+    no database or another one: that would silently switch the data home to another instance."""
     home = settings.dagster_home.resolve()
-    home.mkdir(parents=True, exist_ok=True)
     target = home / "dagster.yaml"
+    written = _written_postgres_url(target)
+    wanted = dagster_postgres_url(settings.database_url) if settings.database_url else None
+    if written and written != wanted:
+        if not wanted:
+            now = "is unset"
+        elif _where(wanted) == _where(written):
+            now = "names it with other credentials or options"
+        else:
+            now = f"names {_where(wanted)}"
+        raise InstanceError(
+            f"this data home's Dagster instance is in Postgres at {_where(written)} and CRYPTOWIRE_DATABASE_URL "
+            f"{now}: set CRYPTOWIRE_DATABASE_URL to that database (to move the instance deliberately, delete "
+            f"{target} and run the command again)"
+        )
+    home.mkdir(parents=True, exist_ok=True)
     text = dagster_yaml(settings)
-    if not target.exists() or target.read_text() != text:
+    if (write or not target.exists()) and (not target.exists() or target.read_text() != text):
         tmp = target.with_name("dagster.yaml.partial")
         # the URL may carry a password: readable by the owner only
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if settings.database_url else 0o644)
@@ -56,6 +100,30 @@ def prepare_dagster_home(settings: Settings) -> Path:
         os.replace(tmp, target)
     os.environ["DAGSTER_HOME"] = str(home)
     return home
+
+
+PROBE_TIMEOUT = 5  # seconds: Dagster itself retries a dead server with backoff for ~13 s, then prints pages
+
+
+def open_instance(settings: Settings, write: bool = True) -> Any:
+    """The data home's Dagster instance (``prepare_dagster_home``), or ``InstanceError`` at once when its Postgres
+    cannot be reached: one connection attempt first, instead of Dagster's retries and traceback."""
+    home = prepare_dagster_home(settings, write)
+    url = _written_postgres_url(home / "dagster.yaml")
+    if url:
+        import psycopg2
+
+        try:
+            psycopg2.connect(url.replace("postgresql+psycopg2://", "postgresql://", 1),
+                             connect_timeout=PROBE_TIMEOUT).close()
+        except psycopg2.Error as exc:
+            # libpq's first line ends with the reason ("Connection refused"); it never holds the password
+            reason = " ".join(str(exc).strip().splitlines()[0].rsplit(" failed: ", 1)[-1].split())
+            raise InstanceError(
+                f"cannot reach the Dagster instance's Postgres at {_where(url)} (CRYPTOWIRE_DATABASE_URL): "
+                f"{reason}; start that server, or set CRYPTOWIRE_DATABASE_URL to the one that holds it"
+            ) from None
+    return dg.DagsterInstance.get()
 
 
 @dataclass
@@ -159,7 +227,7 @@ def materialize(
     from pipeline.recovery import TAG_TOKEN, heartbeat, process_tags
     from pipeline.runlock import exclusive, redeliver_dropped_stops, running, stop_requested
 
-    prepare_dagster_home(settings)
+    instance = open_instance(settings)
     settings.ensure_dirs()
     names = {a.key.to_user_string() for a in ALL_ASSETS}
     selection: Any = None
@@ -168,7 +236,6 @@ def materialize(
         if unknown:
             raise ValueError(f"unknown asset(s) {', '.join(unknown)}: choose from {', '.join(sorted(names))}")
         selection = dg.AssetSelection.assets(*select)
-    instance = dg.DagsterInstance.get()
     tags = process_tags()
 
     def find_run(token: str) -> str | None:
@@ -268,8 +335,7 @@ def doctor(settings: Settings, fix: bool = True) -> tuple[list[str], str | None]
         return [], f"no data home at {settings.home.resolve()} yet: nothing to check"
     if not fix and not settings.database_url and not (settings.dagster_home / "dagster.yaml").exists():
         return repair_files(settings, fix), None  # no run was ever recorded here: none to recover
-    prepare_dagster_home(settings)
-    instance = dg.DagsterInstance.get()
+    instance = open_instance(settings, write=fix)  # --check never rewrites dagster.yaml
     try:
         with exclusive(settings.dagster_home / "materialize.lock", 0, lambda _line: None):
             repairs = recover(instance, fix)

@@ -145,17 +145,19 @@ def _runs(settings: Settings) -> dict[str, Any]:
     instance under the data home."""
     if not (settings.dagster_home / "dagster.yaml").exists():
         return {"assets": [], "checks": [], "runs_in_progress": [], "runs_queued": [], "daemon_running": False}
-    import dagster as dg
     from dagster._core.storage.asset_check_execution_record import (
         AssetCheckExecutionRecordStatus as CheckStatus,
     )
 
     from pipeline.definitions import ALL_ASSETS, ALL_CHECKS
-    from pipeline.jobs import prepare_dagster_home
+    from pipeline.jobs import InstanceError, open_instance
     from pipeline.recovery import in_progress
 
-    prepare_dagster_home(settings)
-    instance = dg.DagsterInstance.get()
+    try:
+        instance = open_instance(settings, write=False)  # status reads: it never rewrites dagster.yaml
+    except InstanceError as exc:  # the warehouse part is still worth showing
+        return {"assets": [], "checks": [], "runs_in_progress": [], "runs_queued": [], "daemon_running": False,
+                "runs_error": str(exc)}
     unfinished = {r.run_id: r for r in in_progress(instance)}
     assets = []
     by_run: dict[str, tuple[set[str], set[str]]] = {}  # one event-log read per run, shared by its assets
@@ -256,12 +258,14 @@ def render(report: dict[str, Any]) -> str:
     if not report.get("home_exists", True):
         lines.append(NO_HOME)
         return "\n".join(lines)
+    runs_error = [f"runs: UNAVAILABLE, {report['runs_error']}"] if report.get("runs_error") else []
     if not report.get("exists"):
         lines.append(f"no warehouse yet: {report.get('hint', '')}")
-        return "\n".join(lines + _queue_lines(report))  # a run queued in the Dagster UI may be what creates it
+        # a run queued in the Dagster UI may be what creates it
+        return "\n".join(lines + runs_error + _queue_lines(report))
     if report.get("error"):
         lines.append(report["error"])
-        return "\n".join(lines)
+        return "\n".join(lines + runs_error)
     lines.append("tables:")
     lines += [f"  {t:<26} {n:>8}" for t, n in report["counts"].items()]
     newest = report["newest_article"]
@@ -271,6 +275,7 @@ def render(report: dict[str, Any]) -> str:
         lines.append(f"serving snapshot: {serving['current']} (complete)")
     else:
         lines.append(f"serving snapshot: {serving['current'] or 'none'}: NOT SERVABLE, {serving['problem']}")
+    lines += runs_error
     if report["assets"]:
         lines.append("assets:")
         w = max([20, *(len(a["asset"]) for a in report["assets"])])

@@ -7,7 +7,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -24,6 +24,19 @@ def default_chromium() -> Path:
         if path.exists():
             return path
     return CHROMIUM_CANDIDATES[-1]  # missing: the pool's start-up error names the path and the package
+
+
+def _raw_setting(name: str) -> str | None:
+    """A variable as given, empty included: the environment first, then ./.env (as the settings read them)."""
+    import os
+
+    if name in os.environ:
+        return os.environ[name]
+    if Path(".env").is_file():
+        from dotenv import dotenv_values
+
+        return dotenv_values(".env").get(name)
+    return None
 
 
 class Settings(BaseSettings):
@@ -54,6 +67,13 @@ class Settings(BaseSettings):
         description="CoinGecko-compatible API that asset_reference_prices reads today's prices from ('' = off: "
         "event checks use the shipped reference table only).",
     )
+
+    @model_validator(mode="after")
+    def _empty_price_source_is_off(self) -> Settings:
+        # env_ignore_empty drops an empty value, but for this setting empty is documented as "fetching is off"
+        if "price_source_url" not in self.model_fields_set and _raw_setting("CRYPTOWIRE_PRICE_SOURCE_URL") == "":
+            self.price_source_url = ""
+        return self
 
     # --- orchestration ---------------------------------------------------------
     schedule_cron: str = Field(default="*/10 * * * *", description="When the feeds are polled (cron, UTC).")

@@ -75,6 +75,7 @@ def stop_on_sigterm() -> None:
 def run_materialize(feeds: Path | None, select: str | None, as_json: bool, wait_timeout: float | None = None) -> Any:
     from dataclasses import asdict
 
+    from pipeline.jobs import InstanceError
     from pipeline.jobs import materialize as do_materialize
     from pipeline.runlock import WaitTimeout
     from warehouse.db import WarehouseLocked
@@ -92,7 +93,7 @@ def run_materialize(feeds: Path | None, select: str | None, as_json: bool, wait_
     stop_on_sigterm()
     try:
         summary = do_materialize(settings, chosen, wait_timeout=wait_timeout, say=_say)
-    except (ValueError, WaitTimeout, WarehouseLocked) as exc:
+    except (ValueError, WaitTimeout, WarehouseLocked, InstanceError) as exc:
         fail(str(exc))
     except KeyboardInterrupt:
         _stopped()
@@ -143,10 +144,12 @@ def register(app: typer.Typer) -> None:
         report = collect(_settings())
         if as_json:
             emit_json(report)
-            return
-        from pipeline.status import render
+        else:
+            from pipeline.status import render
 
-        typer.echo(render(report))
+            typer.echo(render(report))
+        if report.get("runs_error"):  # the report says why; scripts see the exit code
+            raise typer.Exit(1)
 
     @app.command()
     def doctor(
@@ -157,9 +160,13 @@ def register(app: typer.Typer) -> None:
         and the pool slots they hold, unfinished snapshot files, a missing or dangling snapshots/CURRENT, a
         warehouse log never checkpointed, a killed model build's temp directory. `cryptowire materialize` does the
         same before every run."""
+        from pipeline.jobs import InstanceError
         from pipeline.jobs import doctor as run_doctor
 
-        repairs, skipped = run_doctor(_settings(), fix=not check)
+        try:
+            repairs, skipped = run_doctor(_settings(), fix=not check)
+        except InstanceError as exc:
+            fail(str(exc))
         if as_json:
             emit_json({"repairs": repairs, "fixed": not check, "skipped": skipped})
         else:
@@ -220,10 +227,13 @@ def run_dagster(argv: list[str], quiet: str | None = None) -> NoReturn:
     child: a supervisor's SIGTERM reaches Dagster itself, and nothing is left running when it stops."""
     import sys
 
-    from pipeline.jobs import prepare_dagster_home
+    from pipeline.jobs import InstanceError, prepare_dagster_home
 
     settings = _settings()
-    home = prepare_dagster_home(settings)
+    try:
+        home = prepare_dagster_home(settings)
+    except InstanceError as exc:
+        fail(str(exc))
     typer.echo(f"DAGSTER_HOME={home}")
     program = Path(sys.executable).parent / argv[0]
     # Run from the Dagster home: started in the project folder, Dagster warns that the dagster.yaml it finds
