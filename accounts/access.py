@@ -27,6 +27,10 @@ log = logging.getLogger(__name__)
 # (on Postgres, usually at once: key changes are notified and drop the cache; this stays the bound).
 KEY_CACHE_SECONDS = 1.0
 _KEY_CACHE_MAX = 10_000
+# /readyz probes the store and Redis at most this often (a load balancer may poll it many times a second), and
+# waits at most PROBE_TIMEOUT for them (the connect timeouts are longer).
+PROBE_SECONDS = 1.0
+PROBE_TIMEOUT = 2.0
 
 UNKNOWN_KEY = (
     "unknown or revoked access key: pass a valid key (it starts with cw_live_) as the last path segment; "
@@ -68,6 +72,8 @@ class MeteredAccess:
         self._cache: dict[str, tuple[KeyRecord, float]] = {}  # sha256 -> (record, looked up at, monotonic)
         self._day: tuple[int, str] = (-1, "")
         self._blocking = bool(getattr(store, "blocking", False))
+        self._probe_due = 0.0  # monotonic time of the next readiness probe
+        self._problem: str | None = None  # what the last probe found wrong
         watch = getattr(store, "watch_keys", None)
         if watch is not None:  # Postgres: another process changed a key -> forget every cached key at once
             watch(self._forget_keys)
@@ -119,6 +125,21 @@ class MeteredAccess:
                         {"Retry-After": "1"})
 
     # --- the Access protocol -----------------------------------------------------
+    async def problem(self) -> str | None:
+        """Why metered requests would be refused right now (Redis or the Postgres store down), else None. Probed
+        at most once per PROBE_SECONDS; callers during a probe get the previous answer."""
+        now = time.monotonic()
+        if now >= self._probe_due:
+            self._probe_due = now + PROBE_SECONDS
+            try:  # the counters ping the store when they live in it (always so on Postgres)
+                await asyncio.wait_for(asyncio.gather(self._limiter.ping(), self._counters.ping()), PROBE_TIMEOUT)
+                self._problem = None
+            except MeteringUnavailable as exc:
+                self._problem = str(exc)
+            except TimeoutError:
+                self._problem = f"metering's Redis or Postgres store did not answer within {PROBE_TIMEOUT:g} s"
+        return self._problem
+
     async def check(self, key: str, api: str) -> Caller:
         if api not in APIS and api != USAGE_API:
             raise ValueError(f"unknown API {api!r}: expected one of {APIS + (USAGE_API,)}")

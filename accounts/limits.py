@@ -61,6 +61,7 @@ class RateState:
 
 class RateLimiter(Protocol):
     async def take(self, key_id: str, rate: float, burst: int) -> RateState: ...
+    async def ping(self) -> None: ...  # MeteringUnavailable when its server cannot be reached (for /readyz)
     async def close(self) -> None: ...
 
 
@@ -70,6 +71,7 @@ class Counters(Protocol):
     async def used(self, key_id: str, day: str) -> int: ...
     def peek(self, key_id: str, day: str) -> int | None: ...  # last value this process saw (no I/O), if any
     async def history(self, key_id: str, days: list[str]) -> Usage: ...
+    async def ping(self) -> None: ...
     async def close(self) -> None: ...
 
 
@@ -91,6 +93,9 @@ class LocalRateLimiter:
             tokens -= 1.0
         bucket[0], bucket[1] = tokens, now
         return RateState(allowed, tokens, rate, burst)
+
+    async def ping(self) -> None:
+        return None
 
     async def close(self) -> None:
         return None
@@ -201,6 +206,9 @@ class StoreCounters:
     async def history(self, key_id: str, days: list[str]) -> Usage:
         return await self._run(self.store.history, key_id, days)
 
+    async def ping(self) -> None:
+        await self._run(self.store.schema_version)
+
     async def close(self) -> None:
         return None  # the store is closed by its owner
 
@@ -294,6 +302,9 @@ class RedisRateLimiter:
         allowed, tokens = await _call(self._script(keys=[f"{self._prefix}bucket:{key_id}"], args=[rate, burst]))
         return RateState(bool(int(allowed)), float(tokens), rate, burst)
 
+    async def ping(self) -> None:
+        await _call(self._client.ping())
+
     async def close(self) -> None:
         if self._close_client:  # otherwise the client is closed by RedisCounters (they share it)
             await self._client.aclose()
@@ -342,6 +353,9 @@ class RedisCounters:
             for api in apis:
                 out.setdefault(day, {})[api] = (int(fields.get(f"{api}:cu", 0)), int(fields.get(f"{api}:req", 0)))
         return out
+
+    async def ping(self) -> None:
+        await _call(self._client.ping())
 
     async def close(self) -> None:
         await self._client.aclose()

@@ -102,8 +102,12 @@ _LOOKUP = (
     f"FROM {_S}.key_secrets s JOIN {_S}.keys k ON k.id = s.key_id WHERE s.key_hash = %s"
 )
 
-_HOW = ("set CRYPTOWIRE_DATABASE_URL to postgresql://USER:PASSWORD@HOST:5432/DBNAME of a running Postgres, "
-        "or unset it to keep keys and usage in SQLite under the data home")
+_HOW = ("set CRYPTOWIRE_DATABASE_URL to postgresql://USER:PASSWORD@HOST:5432/DBNAME of a running Postgres "
+        "(or, for a single machine only, unset it to keep keys and usage in SQLite under the data home)")
+# A well-formed URL that fails: SQLite is no answer there (API instances on several machines would each get their
+# own key store), the server or the credentials are.
+_CHECK = ("check that Postgres is running there and reachable from this machine, and that the user, password and "
+          "database in CRYPTOWIRE_DATABASE_URL are right")
 
 
 def describe(url: str) -> str:
@@ -154,7 +158,7 @@ class PostgresStore:
         except psycopg.Error as exc:
             raise StoreConfigError(
                 f"CRYPTOWIRE_DATABASE_URL: cannot use the Postgres database at {self.where} ({_reason(exc)}): "
-                f"{_HOW}"
+                f"{_CHECK}"
             ) from None
         self._pool = ConnectionPool(
             url, min_size=1, max_size=pool_max, kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT},
@@ -173,15 +177,33 @@ class PostgresStore:
         from psycopg_pool import PoolTimeout
 
         try:
-            with self._pool.connection() as conn:
+            conn = self._live_connection()
+            try:
                 if transaction:
                     with conn.transaction():
                         yield conn
                 else:
                     yield conn
+            finally:
+                self._pool.putconn(conn)  # a broken one is discarded and replaced
         except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as exc:
             raise StoreUnavailable(f"the Postgres platform store at {self.where} is unavailable "
                                    f"({type(exc).__name__}: {_reason(exc)})") from None
+
+    def _live_connection(self) -> Any:
+        """A pooled connection that answered an empty query. After Postgres restarts, every idle connection in the
+        pool is dead: the first dead one found has the pool check (and replace) them all, so no request fails on
+        one (psycopg_pool's own ``check=`` backs off a second or more per dead connection)."""
+        import psycopg
+
+        conn = self._pool.getconn()
+        try:
+            conn.execute("")
+            return conn
+        except psycopg.Error:
+            self._pool.putconn(conn)
+        self._pool.check()
+        return self._pool.getconn()
 
     def _migrate(self, conn: Any) -> None:
         """Bring the schema to LATEST_VERSION. Idempotent; concurrent starts serialise on an advisory lock and

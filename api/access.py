@@ -44,6 +44,7 @@ class Access(Protocol):
     async def refund(self, charge: Charge) -> None: ...
     def headers(self, caller: Caller | None, charge: Charge | None = None) -> dict[str, str]: ...
     async def usage(self, caller: Caller) -> dict[str, object]: ...
+    async def problem(self) -> str | None: ...  # why metered requests would get 503 now (for /readyz), or None
     async def close(self) -> None: ...
 
 
@@ -73,6 +74,9 @@ class StaticKeys:
 
     async def usage(self, caller: Caller) -> dict[str, object]:
         return {"plan": caller.plan, "cuUsedToday": 0, "cuRemainingToday": None, "cuLimit": None}
+
+    async def problem(self) -> str | None:
+        return None
 
     async def close(self) -> None:
         return None

@@ -115,6 +115,11 @@ class NewsComponent:
         snap = self.snapshots.current
         if snap is None:
             return JSONResponse({"status": "not ready", "reason": self.snapshots.error}, status_code=503)
+        # Metering down (Redis, Postgres) means every metered request gets 503: not ready, so a load balancer
+        # sends the traffic to another instance.
+        problem = await self.state.access.problem()
+        if problem is not None:
+            return JSONResponse({"status": "not ready", "reason": problem}, status_code=503)
         return JSONResponse(
             {"status": "ready", "snapshot": snap.name, "articles": snap.articles, "events": snap.events}
         )

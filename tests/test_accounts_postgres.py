@@ -310,11 +310,14 @@ def test_kill_9_of_an_api_process_on_postgres_loses_only_in_flight_and_never_dou
 
 
 # --- configuration and errors --------------------------------------------------------------------------------
-@pytest.mark.parametrize("url,says", [
-    ("mysql://u@h/db", "must be a postgresql:// URL"),
-    ("postgresql://nobody@127.0.0.1:{port}/x", "cannot use the Postgres database at 127.0.0.1:{port}/x"),
+@pytest.mark.parametrize("url,says,advice", [
+    ("mysql://u@h/db", "must be a postgresql:// URL", "for a single machine only, unset it"),
+    # unreachable: check the server and credentials; unsetting it would split a multi-machine key store
+    ("postgresql://nobody@127.0.0.1:{port}/x", "cannot use the Postgres database at 127.0.0.1:{port}/x",
+     "check that Postgres is running there"),
 ])
-def test_a_bad_or_unreachable_database_url_is_one_clear_line(tmp_path: Path, url: str, says: str) -> None:
+def test_a_bad_or_unreachable_database_url_is_one_clear_line(tmp_path: Path, url: str, says: str,
+                                                             advice: str) -> None:
     port = free_port()
     url, says = url.format(port=port), says.format(port=port)
     with pytest.raises(StoreConfigError) as err:
@@ -326,7 +329,8 @@ def test_a_bad_or_unreachable_database_url_is_one_clear_line(tmp_path: Path, url
         assert bad.returncode == 1, (command, bad.stdout, bad.stderr)
         lines = bad.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: "), (command, bad.stderr)
-        assert "CRYPTOWIRE_DATABASE_URL" in lines[0] and "unset it" in lines[0]  # names it, says what to do
+        assert "CRYPTOWIRE_DATABASE_URL" in lines[0] and advice in lines[0]  # names it, says what to do
+        assert ("SQLite" in lines[0]) == url.startswith("mysql")
         assert "s3cret" not in bad.stderr + bad.stdout
 
 

@@ -78,6 +78,40 @@ def check_platform_store(settings: Any) -> None:
         fail(str(exc))
 
 
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def check_redis(settings: Any) -> None:
+    """Reach CRYPTOWIRE_REDIS_URL once before serving: with Redis down every metered request would get 503 while
+    the server looked healthy. A URL of another scheme is a bad setting (exit 2), an unreachable one exit 1."""
+    from urllib.parse import urlsplit
+
+    import redis
+
+    from pipeline.commands.output import fail
+
+    url = settings.redis_url
+    if not url:
+        return
+    if not url.startswith(REDIS_SCHEMES):
+        scheme = url.split("://", 1)[0] + "://" if "://" in url else "no scheme"
+        fail(f"CRYPTOWIRE_REDIS_URL must start with {', '.join(REDIS_SCHEMES)} (got {scheme}): set it to "
+             "redis://HOST:6379/0 of a running Redis, or unset it", code=2)
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=5)
+        try:
+            client.ping()
+        finally:
+            client.close()
+    except ValueError as exc:  # redis-py's parse errors (a bad port or database number) hold no password
+        fail(f"CRYPTOWIRE_REDIS_URL is not a valid Redis URL ({exc}): set it to redis://HOST:6379/0", code=2)
+    except (redis.RedisError, OSError) as exc:
+        parts = urlsplit(url)  # host, port and database, never the password
+        where = parts.path if parts.scheme == "unix" else f"{parts.hostname}:{parts.port or 6379}{parts.path}"
+        fail(f"CRYPTOWIRE_REDIS_URL: cannot use Redis at {where} ({type(exc).__name__}): start Redis there or "
+             "fix the URL (the API meters every request through it)")
+
+
 def check_pdf_allow_hosts(settings: Any) -> None:
     """Parse the PDF allow list before serving: a bad entry is a one-line error naming the variable, as every
     other bad setting is, rather than uvicorn's traceback from the app's start-up."""
@@ -111,5 +145,6 @@ def register(app: typer.Typer) -> None:
         settings = get_settings()  # CRYPTOWIRE_PORT's range is checked with every setting (pipeline/cli.py)
         settings.ensure_dirs()
         check_platform_store(settings)
+        check_redis(settings)
         check_pdf_allow_hosts(settings)
         run_server(host or settings.host, port or settings.port, workers, log_level.lower(), settings.log_format)
