@@ -13,8 +13,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -25,7 +23,13 @@ import redis
 from accounts.postgres import PostgresStore
 from tests.support.apiserver import ApiServer
 from tests.support.newsdata import Data, build, make_articles, make_events
-from tests.support.servers import PG_BINDIR, REDIS_MISSING, REDIS_SERVER, _as_postgres, free_port
+from tests.support.servers import (
+    PG_BINDIR,
+    REDIS_MISSING,
+    _as_postgres,
+    free_port,
+    redis_server,
+)
 from warehouse.config import Settings
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -54,27 +58,6 @@ def test_serve_refuses_to_start_without_a_usable_redis(tmp_path: Path, url: str,
 
 
 # --- servers that can be stopped and started again on the same port ------------------------------------------
-@contextmanager
-def redis_on(port: int) -> Iterator[None]:
-    proc = subprocess.Popen([REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                             "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    client = redis.Redis(port=port)
-    try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                assert time.monotonic() < deadline and proc.poll() is None, "redis-server did not start"
-                time.sleep(0.05)
-        yield
-    finally:
-        client.close()
-        proc.terminate()
-        proc.wait(10)
-
-
 def pg_ctl(tmp_path: Path, url: str, action: str) -> None:
     """Stop or start the ``postgres_url`` fixture's server (its cluster is in tmp_path/postgres)."""
     work = tmp_path / "postgres"
@@ -105,7 +88,7 @@ def test_readyz_is_not_ready_while_redis_or_postgres_is_down(tmp_path: Path, pos
 
     with ApiServer(create_app(settings)) as srv:
         ready = srv.url("/readyz")
-        with redis_on(port):
+        with redis_server(tmp_path / "redis", port):
             assert wait_for(ready, 200).json()["status"] == "ready"
             # cheap: 30 probes in a row reach Redis about once a second, not 30 times
             rc = redis.Redis(port=port)
@@ -118,13 +101,14 @@ def test_readyz_is_not_ready_while_redis_or_postgres_is_down(tmp_path: Path, pos
             rc.close()
         r = wait_for(ready, 503)
         assert r.status_code == 503 and r.json()["status"] == "not ready" and "Redis" in r.json()["reason"], r.text
-        with redis_on(port):
+        with redis_server(tmp_path / "redis", port):
             assert wait_for(ready, 200).status_code == 200
             pg_ctl(tmp_path, postgres_url, "stop")
             r = wait_for(ready, 503)
             assert r.status_code == 503 and "Postgres" in r.json()["reason"], r.text
             pg_ctl(tmp_path, postgres_url, "start")
             assert wait_for(ready, 200).status_code == 200
+
 
 def test_the_first_call_after_postgres_restarts_succeeds(tmp_path: Path, postgres_url: str) -> None:
     store = PostgresStore(postgres_url)

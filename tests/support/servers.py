@@ -90,12 +90,13 @@ def postgres_server(workdir: Path) -> Iterator[str]:
 
 
 @contextmanager
-def redis_server(workdir: Path) -> Iterator[str]:
-    """A fresh redis-server without persistence; yields ``redis://127.0.0.1:PORT/0``."""
+def redis_server(workdir: Path, port: int | None = None) -> Iterator[str]:
+    """A fresh redis-server without persistence (on ``port``, or a free one); yields ``redis://127.0.0.1:PORT/0``.
+    Started again on the same port, it stands for a Redis that went away and came back."""
     import redis
 
     workdir.mkdir(parents=True, exist_ok=True)
-    port = free_port()
+    port = port or free_port()
     proc = subprocess.Popen(
         [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
          "--dir", str(workdir)],
