@@ -3,6 +3,8 @@ so that `cryptowire serve` never loads torch or dagster."""
 
 from __future__ import annotations
 
+import json
+
 import typer
 
 from pipeline.commands import core, export, keys, plot, sentiment, serve, sql, tag, workers
@@ -82,6 +84,8 @@ def _configure() -> None:
     except ValueError as exc:  # pydantic's ValidationError, pydantic-settings' SettingsError
         problems = settings_errors(exc)
     if problems:
+        if "--json" in sys.argv[1:]:  # the command's own --json is not parsed yet: a script still gets JSON
+            typer.echo(json.dumps({"error": "; ".join(problems), "exitCode": 2}))
         for line in problems:
             typer.secho(f"error: {line}", err=True, fg=typer.colors.RED)
         raise typer.Exit(2)

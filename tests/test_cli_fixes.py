@@ -94,6 +94,9 @@ def test_a_bad_setting_is_one_error_line_for_every_command(data_home: Path) -> N
         "error: CRYPTOWIRE_PORT='abc': input should be a valid integer, unable to parse string as an integer; "
         "fix it in the environment or .env, or unset it for the default (8000)"
     ]
+    out = _run(["status", "--json"], {"CRYPTOWIRE_HOME": str(data_home), "CRYPTOWIRE_PORT": "abc"})
+    assert out.returncode == 2 and json.loads(out.stdout)["exitCode"] == 2, out.stdout
+    assert "CRYPTOWIRE_PORT='abc'" in json.loads(out.stdout)["error"]
 
 
 def test_settings_travel_to_a_child_started_elsewhere(
