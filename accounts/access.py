@@ -74,6 +74,7 @@ class MeteredAccess:
         self._blocking = bool(getattr(store, "blocking", False))
         self._probe_due = 0.0  # monotonic time of the next readiness probe
         self._problem: str | None = None  # what the last probe found wrong
+        self._probe: asyncio.Task[None] | None = None  # the last probe, which may outlive its wait
         watch = getattr(store, "watch_keys", None)
         if watch is not None:  # Postgres: another process changed a key -> forget every cached key at once
             watch(self._forget_keys)
@@ -129,16 +130,25 @@ class MeteredAccess:
         """Why metered requests would be refused right now (Redis or the Postgres store down), else None. Probed
         at most once per PROBE_SECONDS; callers during a probe get the previous answer."""
         now = time.monotonic()
-        if now >= self._probe_due:
+        # No new probe while one still runs: a ping stuck in a worker thread (Postgres's connect timeout is longer
+        # than PROBE_TIMEOUT) would otherwise pile up threads that metering itself needs.
+        if now >= self._probe_due and (self._probe is None or self._probe.done()):
             self._probe_due = now + PROBE_SECONDS
-            try:  # the counters ping the store when they live in it (always so on Postgres)
-                await asyncio.wait_for(asyncio.gather(self._limiter.ping(), self._counters.ping()), PROBE_TIMEOUT)
-                self._problem = None
-            except MeteringUnavailable as exc:
-                self._problem = str(exc)
+            self._probe = asyncio.ensure_future(self._run_probe())
+            try:
+                await asyncio.wait_for(asyncio.shield(self._probe), PROBE_TIMEOUT)
             except TimeoutError:
                 self._problem = f"metering's Redis or Postgres store did not answer within {PROBE_TIMEOUT:g} s"
         return self._problem
+
+    async def _run_probe(self) -> None:
+        try:  # the counters ping the store when they live in it (always so on Postgres)
+            await asyncio.gather(self._limiter.ping(), self._counters.ping())
+            self._problem = None
+        except MeteringUnavailable as exc:
+            log.warning("metering unavailable: %s", exc)
+            # /readyz is unauthenticated: the reason without the driver's text (it may name internal servers)
+            self._problem = str(exc).split(" (", 1)[0]
 
     async def check(self, key: str, api: str) -> Caller:
         if api not in APIS and api != USAGE_API:

@@ -59,16 +59,16 @@ class RedisUnreachable(Exception):
 
 
 def _unscored(con: Any, part: Any, model_version: str, tagger_version: str) -> int:
-    """Articles of ``part`` that the warehouse still lacks scores or tags for: its day's work is still the same
-    content id (a merge of it would have taken those articles out of the work)."""
-    from pipeline.partitions import _midnight, input_id
+    """Articles of ``part``'s day that the warehouse still lacks scores or tags for. Any such article means the
+    day is not done, whatever its content id says now (articles may have arrived since the export): a day is
+    counted merged only when the warehouse shows its articles scored."""
+    from pipeline.partitions import _midnight
 
-    rows = con.execute(
-        "SELECT id, content_hash FROM articles WHERE published_at >= ? AND published_at < ? "
+    return con.execute(
+        "SELECT count(*) FROM articles WHERE published_at >= ? AND published_at < ? "
         "AND (model_version IS DISTINCT FROM ? OR tagger_version IS DISTINCT FROM ?)",
         [_midnight(part.day), _midnight(part.day + timedelta(days=1)), model_version, tagger_version],
-    ).fetchall()
-    return len(rows) if rows and input_id(model_version, tagger_version, rows) == part.input_id else 0
+    ).fetchall()[0][0]
 
 
 def run_backfill(

@@ -71,6 +71,9 @@ def _configure() -> None:
     import logging
     import sys
 
+    from pipeline.commands import output
+
+    output.reset_json_mode()  # set again by this command's --json option, if it has one
     if "--help" in sys.argv[1:]:  # a command's help needs no settings: show it even when one is bad
         return
 

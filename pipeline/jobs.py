@@ -76,13 +76,10 @@ def prepare_dagster_home(settings: Settings, write: bool = True) -> Path:
     target = home / "dagster.yaml"
     written = _written_postgres_url(target)
     wanted = dagster_postgres_url(settings.database_url) if settings.database_url else None
-    if written and written != wanted:
-        if not wanted:
-            now = "is unset"
-        elif _where(wanted) == _where(written):
-            now = "names it with other credentials or options"
-        else:
-            now = f"names {_where(wanted)}"
+    # The same host, port and database with other credentials or options (a rotated password, sslmode) is the
+    # same instance: the file is rewritten below. Only no URL or another database would switch instances.
+    if written and (not wanted or _where(wanted) != _where(written)):
+        now = f"names {_where(wanted)}" if wanted else "is unset"
         raise InstanceError(
             f"this data home's Dagster instance is in Postgres at {_where(written)} and CRYPTOWIRE_DATABASE_URL "
             f"{now}: set CRYPTOWIRE_DATABASE_URL to that database (to move the instance deliberately, delete "
@@ -157,7 +154,8 @@ def check_steps(checks: list[Any]) -> dict[str, Any]:
     return {f"{spec.asset_key.to_python_identifier()}_{spec.name}": spec for c in checks for spec in c.check_specs}
 
 
-INTERRUPTED = "DagsterExecutionInterruptedError"  # a step's root cause when SIGINT/SIGTERM stopped it
+# A step's root cause when SIGINT/SIGTERM stopped it: Dagster's, or DuckDB's when the signal came mid-query.
+INTERRUPTED = ("DagsterExecutionInterruptedError", "RuntimeError: Query interrupted")
 
 
 def _root_cause(err: Any) -> str:
@@ -293,7 +291,7 @@ def summarize(
             step = event.step_key or "?"
             err = event.event_specific_data.error  # type: ignore[union-attr]
             cause = _root_cause(err)
-            if INTERRUPTED in cause.split(":", 1)[0]:  # a stop, not a fault of the step (nor a failed check)
+            if stopped and any(mark in cause for mark in INTERRUPTED):  # a stop: not a fault, nor a failed check
                 outcomes[step] = AssetOutcome(step, False, error="stopped before it finished", skipped=True)
             else:
                 outcomes[step] = AssetOutcome(step, False, error=cause)

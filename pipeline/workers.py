@@ -26,7 +26,7 @@ from typing import Any
 from celery import Celery
 
 from pipeline.partitions import attempt_id, result_path_for, score_partition_file
-from warehouse.config import Settings, get_settings
+from warehouse.config import Settings, get_settings, redis_url_problem
 
 QUEUE = "cryptowire-partitions"
 TASK = "cryptowire.score_partition"
@@ -35,14 +35,13 @@ TASK = "cryptowire.score_partition"
 TEST_HOLD_ENV = "CRYPTOWIRE_TEST_PARTITION_HOLD"
 
 app = Celery("cryptowire")
-REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
 def check_redis_url(url: str) -> None:
     """A clear error for a URL Celery would fail on with a traceback (``No such transport``)."""
-    if not url.startswith(REDIS_SCHEMES):
-        raise ValueError(f"CRYPTOWIRE_REDIS_URL={url!r} is not a Redis URL: it must start with redis://, rediss:// "
-                         "or unix:// (redis://host:6379/0); fix it in the environment or .env")
+    problem = redis_url_problem(url)
+    if problem:
+        raise ValueError(problem)
 
 
 def celery_url(url: str) -> str:

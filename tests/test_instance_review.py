@@ -115,3 +115,12 @@ def test_empty_price_source_url_turns_fetching_off(monkeypatch: pytest.MonkeyPat
     assert Settings(price_source_url="http://127.0.0.1:1/api").price_source_url == "http://127.0.0.1:1/api"
     monkeypatch.delenv("CRYPTOWIRE_PRICE_SOURCE_URL")
     assert Settings().price_source_url.startswith("https://api.coingecko.com")
+
+
+def test_a_rotated_password_is_the_same_instance(tmp_path: Path) -> None:
+    """Same host, port and database with other credentials or options: accepted, and the file follows."""
+    home = tmp_path / "home"
+    prepare_dagster_home(Settings(home=home, database_url="postgresql://u:old@127.0.0.1:5999/d"))
+    prepare_dagster_home(Settings(home=home, database_url="postgresql://u:new@127.0.0.1:5999/d?sslmode=prefer"))
+    text = (home / "dagster" / "dagster.yaml").read_text()
+    assert "new" in text and "old" not in text

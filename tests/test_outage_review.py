@@ -45,7 +45,7 @@ def serve(home: Path, redis_url: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize("url,code,says", [
     ("redis://:s3cret@127.0.0.1:{port}/0", 1, "cannot use Redis at 127.0.0.1:{port}/0"),
-    ("http://s3cret@x", 2, "must start with redis://, rediss://, unix://"),
+    ("http://s3cret@x", 2, "must start with redis://, rediss:// or unix:// (got http://)"),
 ])
 def test_serve_refuses_to_start_without_a_usable_redis(tmp_path: Path, url: str, code: int, says: str) -> None:
     port = free_port()  # nothing listens there

@@ -26,6 +26,19 @@ def default_chromium() -> Path:
     return CHROMIUM_CANDIDATES[-1]  # missing: the pool's start-up error names the path and the package
 
 
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def redis_url_problem(url: str) -> str | None:
+    """Why ``CRYPTOWIRE_REDIS_URL`` is not a Redis URL (showing its scheme only: the URL may hold a password), or
+    None. Checked by the commands that use Redis (serve, worker, backfill) before Celery or redis-py fail on it."""
+    if url.startswith(REDIS_SCHEMES):
+        return None
+    scheme = url.split("://", 1)[0] + "://" if "://" in url else "no scheme"
+    return (f"CRYPTOWIRE_REDIS_URL must start with redis://, rediss:// or unix:// (got {scheme}): set it to "
+            "redis://HOST:6379/0 of a running Redis in the environment or .env, or unset it")
+
+
 def _raw_setting(name: str) -> str | None:
     """A variable as given, empty included: the environment first, then ./.env (as the settings read them)."""
     import os

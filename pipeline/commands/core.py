@@ -102,20 +102,24 @@ def run_materialize(feeds: Path | None, select: str | None, as_json: bool, wait_
     else:
         _print_summary(summary)
     if summary.stopped:
-        _stopped()
+        _stopped(reported=True)
     return summary
 
 
-def _stopped() -> NoReturn:
-    """Exit as a stopped process does (128 + the signal), saying that nothing committed is lost."""
+def _stopped(reported: bool = False) -> NoReturn:
+    """Exit as a stopped process does (128 + the signal), saying that nothing committed is lost. ``reported``:
+    the summary (with ``stopped: true``) is already out, so --json gets no second document."""
     import signal
 
     from pipeline import runlock
 
     signum = runlock.stop_signal or signal.SIGINT
-    fail(f"stopped by {signal.Signals(signum).name}: what the run committed stays; the next run carries on from "
-         "there", code=128 + signum)
-    raise AssertionError  # fail() exits
+    message = (f"stopped by {signal.Signals(signum).name}: what the run committed stays; the next run carries on "
+               "from there")
+    if not reported:
+        fail(message, code=128 + signum)
+    typer.secho(f"error: {message}", err=True, fg=typer.colors.RED)
+    raise typer.Exit(128 + signum)
 
 
 def register(app: typer.Typer) -> None:
@@ -142,6 +146,8 @@ def register(app: typer.Typer) -> None:
         from pipeline.status import collect
 
         report = collect(_settings())
+        if report.get("runs_error"):  # the keys every --json error has, beside what could be shown
+            report = {**report, "error": report["runs_error"], "exitCode": 1}
         if as_json:
             emit_json(report)
         else:

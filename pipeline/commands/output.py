@@ -45,6 +45,12 @@ def emit_json(data: Any) -> None:
 _json_mode = False  # set by every --json option's callback (click calls it with the default too)
 
 
+def reset_json_mode() -> None:
+    """At the start of every command: a command without --json must not inherit an earlier one's (CliRunner)."""
+    global _json_mode
+    _json_mode = False
+
+
 def _remember_json(value: bool) -> bool:
     global _json_mode
     _json_mode = bool(value)

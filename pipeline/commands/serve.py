@@ -78,9 +78,6 @@ def check_platform_store(settings: Any) -> None:
         fail(str(exc))
 
 
-REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
-
-
 def check_redis(settings: Any) -> None:
     """Reach CRYPTOWIRE_REDIS_URL once before serving: with Redis down every metered request would get 503 while
     the server looked healthy. A URL of another scheme is a bad setting (exit 2), an unreachable one exit 1."""
@@ -89,14 +86,14 @@ def check_redis(settings: Any) -> None:
     import redis
 
     from pipeline.commands.output import fail
+    from warehouse.config import redis_url_problem
 
     url = settings.redis_url
     if not url:
         return
-    if not url.startswith(REDIS_SCHEMES):
-        scheme = url.split("://", 1)[0] + "://" if "://" in url else "no scheme"
-        fail(f"CRYPTOWIRE_REDIS_URL must start with {', '.join(REDIS_SCHEMES)} (got {scheme}): set it to "
-             "redis://HOST:6379/0 of a running Redis, or unset it", code=2)
+    problem = redis_url_problem(url)
+    if problem:
+        fail(problem, code=2)
     try:
         client = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=5)
         try:
@@ -144,7 +141,7 @@ def register(app: typer.Typer) -> None:
 
         settings = get_settings()  # CRYPTOWIRE_PORT's range is checked with every setting (pipeline/cli.py)
         settings.ensure_dirs()
+        check_pdf_allow_hosts(settings)  # configuration first: a server outage must not hide a bad setting
         check_platform_store(settings)
         check_redis(settings)
-        check_pdf_allow_hosts(settings)
         run_server(host or settings.host, port or settings.port, workers, log_level.lower(), settings.log_format)
