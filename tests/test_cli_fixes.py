@@ -327,3 +327,26 @@ def test_status_marks_a_check_result_older_than_its_asset() -> None:
     out = render(report)
     assert "FAILED articles.scored (evaluated 2026-11-20 10:00:00 UTC, before the asset's last materialization: stale)" in out
     assert "1 of these results predate" in out and "serving snapshot: news-x.duckdb (complete)" in out
+
+
+def test_status_finds_a_check_result_older_than_its_asset(data_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Real runs: crypto_assets with its checks, then again without them (as a UI launch may do): status marks
+    every check of it stale, and no other."""
+    import dagster as dg
+
+    from pipeline.definitions import ALL_ASSETS, ALL_CHECKS, resources
+    from pipeline.jobs import materialize
+    from pipeline.status import collect
+
+    monkeypatch.setenv("DAGSTER_HOME", str(data_home / "dagster"))  # restored after the test
+    settings = get_settings()
+    first = materialize(settings, ["crypto_assets"], say=lambda _line: None)
+    assert first.ok and first.checks
+    report = collect(settings)
+    assert report["checks"] and not any(c["stale"] for c in report["checks"])
+    time.sleep(1.1)  # status compares times to the second
+    dg.materialize([*ALL_ASSETS, *ALL_CHECKS], selection=dg.AssetSelection.assets("crypto_assets").without_checks(),
+                   resources=resources(settings), instance=dg.DagsterInstance.get())
+    report = collect(settings)
+    stale = {c["check"] for c in report["checks"] if c["stale"]}
+    assert stale == {c["check"] for c in first.checks if c["asset"] == "crypto_assets"}, report["checks"]
