@@ -1,4 +1,4 @@
-"""Two fixes to Dagster 1.13, applied on import (the version is pinned in pyproject.toml).
+"""Three fixes to Dagster 1.13, applied on import (the version is pinned in pyproject.toml).
 
 ``InstanceConcurrencyContext.interval_to_next_pending_claim_check`` returns ``min(0, ...)``, never a positive
 interval, so a step waiting for a pool slot makes its executor poll the instance storage in a loop at 100 % of a
@@ -7,13 +7,21 @@ core. The fix returns the time until the next claim check is due.
 While a run executes, Dagster's own SIGINT/SIGTERM handlers replace the CLI's and turn the signal into an
 interruption without recording it, so the summary could not tell a stop from a failure, nor which signal it was.
 The second fix wraps every handler Dagster installs so that it first calls ``runlock.note_stop``.
+
+Each step's stdout/stderr capture starts two helper processes (``tail`` and a Python watcher that kills it if the
+run's process dies). In the terminal's process group they get Ctrl-C too, and the watcher prints a
+KeyboardInterrupt traceback of its own. The third fix starts them in a session of their own; Dagster still stops
+them when the step ends, and the watcher still notices the run's process dying (it watches its parent pid).
 """
 
 from __future__ import annotations
 
+import subprocess
 import time
+import types
 from typing import Any
 
+from dagster._core.execution import compute_logs
 from dagster._core.execution.plan.instance_concurrency_context import InstanceConcurrencyContext
 from dagster._utils import interrupts
 
@@ -45,3 +53,13 @@ def _noting(handler: Any) -> Any:
 
 
 interrupts._replace_interrupt_signal = lambda handler: _replace_interrupt_signal(_noting(handler))
+
+
+class _OwnSession(subprocess.Popen):  # type: ignore[type-arg]
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("start_new_session", True)
+        super().__init__(*args, **kwargs)
+
+
+# compute_logs alone sees this Popen: nothing else in the process changes
+compute_logs.subprocess = types.SimpleNamespace(**{**vars(subprocess), "Popen": _OwnSession})  # type: ignore[attr-defined]

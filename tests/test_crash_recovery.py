@@ -320,6 +320,19 @@ def test_sigterm_and_sigint_stop_a_running_materialization_within_10_s(sig: int,
     assert not any("marked" in r for r in json.loads(again.stdout)["repairs"])
 
 
+def test_ctrl_c_at_a_terminal_stops_the_run_without_tracebacks(home: Path) -> None:
+    """A terminal's Ctrl-C reaches the whole foreground process group, the run's helper processes included."""
+    proc = subprocess.Popen([CLI, "materialize"], env=_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)  # its own group, as a shell gives a job
+    time.sleep(9)  # inside the run, as above
+    assert proc.poll() is None, "the run ended before it could be stopped"
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGINT, (stdout, stderr)
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+    assert stderr.strip().splitlines()[-1].startswith("error: stopped by SIGINT"), stderr
+
+
 def test_status_shows_a_killed_run_as_dead_and_doctor_repairs_it(home: Path) -> None:
     killed, _ = _materialize(home, CRYPTOWIRE_CRASH_AT="articles:scoring")
     assert killed.returncode == -signal.SIGKILL
