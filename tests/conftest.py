@@ -42,6 +42,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             ))
 
 
+@pytest.fixture(autouse=True)
+def _dagster_home_restored(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``prepare_dagster_home`` points DAGSTER_HOME at its data home in this process: a test that calls it must
+    not leave later tests' Dagster (and the processes they start) on its instance."""
+    monkeypatch.setenv("DAGSTER_HOME", os.environ.get("DAGSTER_HOME", ""))  # remembers the value before
+    if not os.environ["DAGSTER_HOME"]:
+        monkeypatch.delenv("DAGSTER_HOME")
+
+
 @pytest.fixture
 def data_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """An empty data home; ``get_settings()`` points at it for the test's duration."""
