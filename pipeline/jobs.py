@@ -44,15 +44,10 @@ class InstanceError(Exception):
 
 
 def _where(url: str) -> str:
-    """host:port/db of a Postgres URL, never its user or password."""
-    from urllib.parse import urlsplit
+    """host:port/db of a dagster-postgres URL, never its user or password."""
+    from accounts.postgres import describe
 
-    parts = urlsplit(url)
-    try:
-        port = parts.port or 5432
-    except ValueError:
-        port = "?"
-    return f"{parts.hostname or 'localhost'}:{port}{parts.path}"
+    return describe(url.replace("postgresql+psycopg2://", "postgresql://", 1))
 
 
 def _written_postgres_url(target: Path) -> str | None:
@@ -130,6 +125,7 @@ class AssetOutcome:
     metadata: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     skipped: bool = False  # not run: an asset it depends on failed
+    stopped: bool = False  # SIGINT/SIGTERM stopped it while it ran
 
 
 @dataclass
@@ -292,7 +288,8 @@ def summarize(
             err = event.event_specific_data.error  # type: ignore[union-attr]
             cause = _root_cause(err)
             if stopped and any(mark in cause for mark in INTERRUPTED):  # a stop: not a fault, nor a failed check
-                outcomes[step] = AssetOutcome(step, False, error="stopped before it finished", skipped=True)
+                outcomes[step] = AssetOutcome(step, False, error="stopped before it finished", skipped=True,
+                                              stopped=True)
             else:
                 outcomes[step] = AssetOutcome(step, False, error=cause)
     # The in-process executor records nothing for the steps after a failure: planned assets without an outcome

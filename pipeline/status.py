@@ -143,8 +143,10 @@ def _runs(settings: Settings) -> dict[str, Any]:
     """Per asset, the last materialization, and the last run that planned it: the asset's own outcome there and
     the whole run's status. Per check, its last evaluation. Runs not finished, runs queued. From the Dagster
     instance under the data home."""
+    nothing: dict[str, Any] = {"assets": [], "checks": [], "runs_in_progress": [], "runs_queued": [],
+                               "daemon_running": False}
     if not (settings.dagster_home / "dagster.yaml").exists():
-        return {"assets": [], "checks": [], "runs_in_progress": [], "runs_queued": [], "daemon_running": False}
+        return nothing
     from dagster._core.storage.asset_check_execution_record import (
         AssetCheckExecutionRecordStatus as CheckStatus,
     )
@@ -156,8 +158,7 @@ def _runs(settings: Settings) -> dict[str, Any]:
     try:
         instance = open_instance(settings, write=False)  # status reads: it never rewrites dagster.yaml
     except InstanceError as exc:  # the warehouse part is still worth showing
-        return {"assets": [], "checks": [], "runs_in_progress": [], "runs_queued": [], "daemon_running": False,
-                "runs_error": str(exc)}
+        return {**nothing, "runs_error": str(exc)}
     unfinished = {r.run_id: r for r in in_progress(instance)}
     assets = []
     by_run: dict[str, tuple[set[str], set[str]]] = {}  # one event-log read per run, shared by its assets

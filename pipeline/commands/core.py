@@ -32,7 +32,7 @@ def _print_summary(summary: Any) -> None:
             shown = {k: v for k, v in a.metadata.items() if not isinstance(v, list | dict)}
             typer.echo(f"  {a.asset:<{width}} ok      " + ", ".join(f"{k}={v}" for k, v in shown.items()))
         else:
-            label = "FAILED" if not a.skipped else "stopped" if a.error == "stopped before it finished" else "skipped"
+            label = "stopped" if a.stopped else "skipped" if a.skipped else "FAILED"
             typer.echo(f"  {a.asset:<{width}} {label:<7} {a.error}")
     failed = [c for c in summary.checks if not c["passed"]]
     typer.echo(f"  checks: {len(summary.checks) - len(failed)} passed, {len(failed)} failed")
