@@ -19,6 +19,8 @@ from warehouse.config import Settings
 POLL_SECONDS = 0.25
 # How long the backfill keeps polling while Redis is away (a restart) before it gives up with one line.
 REDIS_RETRY_SECONDS = 120.0
+# How often the backfill asks Redis whether it restarted (its run_id changes), to queue again what it may have lost.
+RESTART_CHECK_SECONDS = 2.0
 
 
 @dataclass
@@ -71,6 +73,11 @@ def _unscored(con: Any, part: Any, model_version: str, tagger_version: str) -> i
     ).fetchall()[0][0]
 
 
+def _server_id(client: Any) -> str:
+    """Redis's run_id: a new one after every restart."""
+    return str(client.info("server").get("run_id"))
+
+
 def run_backfill(
     settings: Settings,
     since: date,
@@ -91,8 +98,9 @@ def run_backfill(
     configure(settings)
     import redis
 
+    client = redis.Redis.from_url(settings.redis_url or "", socket_connect_timeout=5, socket_timeout=5)
     try:  # before exporting anything
-        redis.Redis.from_url(settings.redis_url or "", socket_connect_timeout=5, socket_timeout=5).ping()
+        server_id = _server_id(client)
     except redis.RedisError as exc:
         raise ValueError(f"cannot reach Redis at CRYPTOWIRE_REDIS_URL ({exc}): start it or fix the URL") from exc
     settings.ensure_dirs()
@@ -129,9 +137,21 @@ def run_backfill(
     from pipeline.workers import app
 
     redis_lost: float | None = None
+    checked = time.monotonic()
     while pending:
         done = []
         try:
+            if redis_lost is not None or time.monotonic() - checked > RESTART_CHECK_SECONDS:
+                checked, now_id = time.monotonic(), _server_id(client)
+                if now_id != server_id:
+                    # A Redis without persistence comes back empty: queued tasks and results are gone. Queue the
+                    # days not merged again; a day already computed is only picked up (its result is on disk).
+                    say(f"Redis restarted: queuing {len(pending)} partition(s) again in case it lost them")
+                    parts_left = list(pending.values())
+                    sent = queue([str(p.input_path.relative_to(root)) for p in parts_left])
+                    pending = dict(zip([r.id for r in sent], parts_left, strict=True))
+                    results = {task_id: None for task_id in pending}
+                    server_id = now_id
             for task_id, part in pending.items():
                 res = results[task_id] or app.AsyncResult(task_id)
                 results[task_id] = res
@@ -142,7 +162,7 @@ def run_backfill(
                     outcome.status, outcome.error = "failed", f"{type(res.result).__name__}: {res.result}"
                     say(f"partition {part.day} failed: {outcome.error}")
                     done.append((part, None))
-        except (RedisConnectionError, RedisTimeoutError, OperationalError) as exc:
+        except (RedisConnectionError, RedisTimeoutError, OperationalError, redis.RedisError) as exc:
             # Redis restarting: the next poll reconnects (the workers reconnect by themselves too)
             redis_lost = redis_lost or time.monotonic()
             if time.monotonic() - redis_lost > REDIS_RETRY_SECONDS:

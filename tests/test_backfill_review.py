@@ -179,6 +179,42 @@ def test_a_backfill_survives_a_redis_restart_while_it_waits(tmp_path: Path, redi
     assert scored(home) == PER_DAY
 
 
+@pytest.mark.slow
+def test_a_backfill_queues_again_what_a_redis_without_persistence_lost(
+        tmp_path: Path, redis_port, sentiment_cache: Path) -> None:
+    """Redis restarts empty (no RDB/AOF) while the day waits in its queue: the backfill sees the new server and
+    queues the day again, instead of waiting on a task that no longer exists until --timeout."""
+    import redis
+
+    port, workdir, procs = redis_port
+    home = home_with_articles(tmp_path, sentiment_cache)
+    env = _env(home, f"redis://127.0.0.1:{port}/0")
+    log = tmp_path / "worker.log"
+    backfill = subprocess.Popen(backfill_args(), env=env, cwd=PROJECT, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    worker = None
+    try:
+        client, deadline = redis.Redis(port=port), time.monotonic() + 60
+        while client.llen("cryptowire-partitions") < 1:  # queued, and no worker to take it yet
+            assert backfill.poll() is None and time.monotonic() < deadline, backfill.communicate()
+            time.sleep(0.05)
+        shutdown_redis(port, save=False)
+        procs.append(start_redis(port, workdir))
+        assert client.llen("cryptowire-partitions") == 0  # the task is gone with the old server
+        worker = start_worker(env, log)
+        out, err = backfill.communicate(timeout=300)
+    finally:
+        if worker is not None:
+            stop(worker)
+        if backfill.poll() is None:
+            backfill.kill()
+    assert backfill.returncode == 0, (out, err, log.read_text()[-3000:] if log.exists() else "")
+    assert "Redis restarted: queuing 1 partition(s) again" in out + err
+    [part] = json.loads(out)["partitions"]
+    assert part["status"] == "merged" and part["applied"] == PER_DAY
+    assert scored(home) == PER_DAY
+
+
 def test_a_redis_that_stays_away_is_one_error_line(tmp_path: Path, redis_port) -> None:
     # In a process of its own (Celery's app keeps its connections): Redis is shut down once the day is queued, and
     # the backfill retries for 2 s instead of REDIS_RETRY_SECONDS.
