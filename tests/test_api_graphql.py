@@ -361,6 +361,25 @@ def test_a_reversed_range_is_refused_and_costs_nothing(server: ApiServer, field:
     assert r.headers.get("x-cu-cost", "0") == "0"
 
 
+@pytest.mark.parametrize(("field", "path", "arg", "value"), [
+    ("cryptoNews", "/crypto-news/", "until", "9999-12-31"),
+    ("cryptoNews", "/crypto-news/", "until", "9999-12-31T23:59:59.999999Z"),
+    ("cryptoNews", "/crypto-news/", "since", "0001-01-01"),
+    ("stories", "/crypto-news/", "until", "9999-12-31"),
+    ("predictionEvents", "/prediction-events/", "dateTo", "9999-12-31"),
+    ("cryptoNews", "/crypto-news/", "after", "0001-01-01T00:00:00+01:00"),
+    ("cryptoNews", "/crypto-news/", "before", "9999-12-31T23:59:59-01:00"),
+    ("predictionEvents", "/prediction-events/", "after", "9999-12-31T23:59:59-05:00"),
+])
+def test_dates_at_the_ends_of_the_calendar_are_refused_and_cost_nothing(
+        server: ApiServer, field: str, path: str, arg: str, value: str) -> None:
+    """They overflowed as bounds (the day after 9999-12-31) or when moved to UTC: a 500, some of them charged."""
+    r = post(server, {"query": f'{{ {field}({arg}: "{value}") {{ edges {{ cursor }} }} }}'}, path + KEY)
+    assert r.status_code == 400, r.text
+    assert "between the years 2 and 9998" in r.json()["errors"][0]["message"], r.text
+    assert r.headers.get("x-cu-cost", "0") == "0"
+
+
 @pytest.mark.parametrize("cursor", ["nope", "2024-13-45", "bjE6eDp5Onp6OjE", "", "x" * 600])
 def test_bad_cursors(server: ApiServer, cursor: str) -> None:
     for field, path in (("cryptoNews", "/crypto-news/"), ("predictionEvents", "/prediction-events/")):

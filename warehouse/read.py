@@ -46,8 +46,15 @@ def _below(at: datetime, ident: str = "") -> tuple[int, str]:
     return (at - EPOCH) // _US, ident
 
 
+MIN_YEAR, MAX_YEAR = 2, 9998  # as assetSentiment's range (warehouse.trends)
+
+
 class CursorError(ValueError):
     """A cursor or a date bound that cannot be read."""
+
+
+class DateOutOfRange(CursorError):
+    """A well-formed date too near the ends of the calendar to compute with."""
 
 
 # --------------------------------------------------------------------------------------------- time values
@@ -78,15 +85,18 @@ def parse_instant(text: str) -> Instant:
     try:
         if len(s) == 10:
             d = date.fromisoformat(s)
-            return Instant(datetime(d.year, d.month, d.day), True)
-        dt = datetime.fromisoformat(s)
+            dt, date_only = datetime(d.year, d.month, d.day), True
+        else:
+            dt, date_only = datetime.fromisoformat(s), False
     except ValueError:
         raise CursorError(
             f"{_echo(text)} is not an ISO 8601 date or timestamp (e.g. 2024-12-01 or 2024-12-01T10:00:00.000Z)"
         ) from None
+    if not MIN_YEAR <= dt.year <= MAX_YEAR:  # the ends of the calendar overflow as bounds or in UTC
+        raise DateOutOfRange(f"{_echo(text)} is out of range: dates must lie between the years {MIN_YEAR} and {MAX_YEAR}")
     if dt.tzinfo is not None:
         dt = dt.astimezone(UTC).replace(tzinfo=None)
-    return Instant(dt, False)
+    return Instant(dt, date_only)
 
 
 def iso_ms(dt: datetime) -> str:
@@ -146,6 +156,8 @@ def decode_event_cursor(text: str) -> Instant:
     """An event cursor is the node's ``createdAt``; any ISO date or timestamp works the same way."""
     try:
         return parse_instant(text)
+    except DateOutOfRange:
+        raise
     except CursorError as exc:
         raise CursorError(
             f"{_echo(str(text))} is not a valid prediction-event cursor: pass an endCursor/startCursor (a createdAt "
