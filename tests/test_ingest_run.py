@@ -91,6 +91,33 @@ def test_an_article_in_two_feeds_or_twice_in_one_is_one_row(
     assert report.new == 3
 
 
+def test_a_copy_in_another_feed_never_overwrites_the_original(
+    con: duckdb.DuckDBPyConnection, settings: Settings, local_server: LocalServer
+) -> None:
+    """The first feed answers 304 (or dropped the item) while a syndicating feed changes: its copy, dated later
+    and worded otherwise, used to replace the original's date and text (an API client saw the article move)."""
+    link = "https://news.example.com/firedancer"
+    original = rss(item("Firedancer ships", link, pub="Mon, 09 Nov 2026 08:25:00 +0000", description="By us."))
+    copy = item("Firedancer ships (via Chain Herald)", link, pub="Mon, 09 Nov 2026 10:30:00 +0000",
+                description="Syndicated.")
+    local_server.routes["/a.xml"] = conditional(original, etag='"a1"')
+    local_server.routes["/b.xml"] = static(rss(copy), RSS)
+    feeds = [Feed("A", local_server.url("/a.xml")), Feed("B", local_server.url("/b.xml"))]
+    ingest(con, feeds, settings)
+    before = article(con, link)
+    assert (before["source_name"], before["published_at"]) == ("A", datetime(2026, 11, 9, 8, 25))
+
+    local_server.routes["/b.xml"] = static(rss(copy, item("Another B story", "https://b.example/2")), RSS)
+    report = ingest(con, feeds, settings)  # A: 304; B: changed, its copy now the only one in the run
+    assert report.results[0].not_modified and (report.new, report.updated) == (1, 0)
+    assert article(con, link) == before
+
+    edited = rss(item("Firedancer ships today", link, pub="Mon, 09 Nov 2026 08:25:00 +0000", description="By us."))
+    local_server.routes["/a.xml"] = conditional(edited, etag='"a2"')
+    report = ingest(con, feeds, settings)  # the first source's own edit still applies
+    assert report.updated == 1 and article(con, link)["title"] == "Firedancer ships today"
+
+
 def test_a_changed_title_updates_the_row_and_does_not_duplicate_it(
     con: duckdb.DuckDBPyConnection, settings: Settings, local_server: LocalServer
 ) -> None:

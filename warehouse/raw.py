@@ -58,7 +58,11 @@ STATE_SCHEMA: dict[str, pl.DataType] = {
 }
 
 # Columns an update may change. id, source_name, feed_url and fetched_at stay as first seen; a date we
-# inferred (fetch time) never replaces a real one, and a real one replaces an inferred one.
+# inferred (fetch time) never replaces a real one, and a real one replaces an inferred one. Only the source that
+# first brought an article (its feed URL, or its name when the feed moved) updates it: a syndicated copy in
+# another feed, read while the first feed answered 304 or had dropped the item, would put its own date and text on
+# the original, and the row would flip between the two with every change of either feed.
+_SAME_SOURCE = "(r.feed_url = i.feed_url OR r.source_name = i.source_name)"
 _MERGE_SQL = f"""
 INSERT INTO raw_articles ({", ".join(ARTICLE_COLUMNS)})
 SELECT {", ".join(ARTICLE_COLUMNS)} FROM incoming_articles
@@ -76,8 +80,9 @@ ON CONFLICT (id) DO UPDATE SET
     language = excluded.language,
     content_hash = excluded.content_hash,
     updated_at = excluded.updated_at
-WHERE raw_articles.content_hash <> excluded.content_hash
-   OR (raw_articles.date_inferred AND NOT excluded.date_inferred)
+WHERE (raw_articles.feed_url = excluded.feed_url OR raw_articles.source_name = excluded.source_name)
+  AND (raw_articles.content_hash <> excluded.content_hash
+       OR (raw_articles.date_inferred AND NOT excluded.date_inferred))
 """
 
 
@@ -102,8 +107,8 @@ def article_frame(columns: dict[str, list]) -> pl.DataFrame:
 def merge_articles(con: duckdb.DuckDBPyConnection, frame: pl.DataFrame) -> tuple[set[str], set[str]]:
     """Upsert a batch (ids must be unique in it); returns ``(new ids, updated ids)``.
 
-    A row is updated only when its ``content_hash`` changed or a real date arrives for an inferred one,
-    so re-ingesting the same feed moves nothing.
+    A row is updated only from the source that first brought it, and only when its ``content_hash`` changed or
+    a real date arrives for an inferred one, so re-ingesting the same feed moves nothing.
     """
     if frame.is_empty():
         return set(), set()
@@ -112,10 +117,11 @@ def merge_articles(con: duckdb.DuckDBPyConnection, frame: pl.DataFrame) -> tuple
     con.register("incoming_articles", frame.select(ARTICLE_COLUMNS).to_arrow())
     try:
         changes = con.execute(
-            """
+            f"""
             SELECT i.id, r.id IS NULL
             FROM incoming_articles i LEFT JOIN raw_articles r ON r.id = i.id
-            WHERE r.id IS NULL OR r.content_hash <> i.content_hash OR (r.date_inferred AND NOT i.date_inferred)
+            WHERE r.id IS NULL
+               OR ({_SAME_SOURCE} AND (r.content_hash <> i.content_hash OR (r.date_inferred AND NOT i.date_inferred)))
             """
         ).fetchall()
         con.execute(_MERGE_SQL)

@@ -12,7 +12,8 @@ Rules a run follows (text rules: ``pipeline/ingest/clean.py``):
   that turns up later replaces an inferred one.
 * **Updates** — ``content_hash`` covers title, summary and content HTML. A known id whose hash changed is
   updated in place (``updated_at`` moves); an unchanged one is not touched, so a second run with the same
-  feeds changes no row.
+  feeds changes no row. Only the source that first brought an article updates it (same feed URL, or same feed
+  name after a move): another feed's copy of it (syndication, an aggregator) never replaces its date or text.
 * **One transaction** — articles, per-feed health (``feed_fetches``) and conditional-GET validators
   (``feed_state``) are written together; an error while writing leaves every table as it was.
 * **Faults** — a broken feed is recorded with its error and never stops the others. When every feed
