@@ -192,6 +192,33 @@ def test_ids_are_stable_and_a_late_article_joins(tmp_path: Path) -> None:
         con.close()
 
 
+def test_a_re_dated_or_removed_article_brings_its_story_in_step(tmp_path: Path) -> None:
+    """An article's date corrected after grouping (an inferred date replaced by the real one) left its story's
+    first_seen and the grouping window's time as they were; a story whose every article was removed stayed."""
+    con = connect(tmp_path / "warehouse.duckdb")
+    try:
+        con.execute("BEGIN")
+        write(con, Data(articles(), []))
+        con.execute("COMMIT")
+        refresh_stories(con)
+        etf = _stories(con)["a_0000000000000000"]
+        solo = _stories(con)["a_0000000000000005"]  # the Solana DEX story, one article
+        earlier = T0 - timedelta(hours=2)
+        con.execute("UPDATE articles SET published_at = ? WHERE id = 'a_0000000000000002'", [earlier])
+        con.execute("DELETE FROM articles WHERE id = 'a_0000000000000005'")
+        report = refresh_stories(con)
+        assert report.resynced == 2 and report.new == 0
+        assert con.execute("SELECT first_seen, articles FROM stories WHERE id = ?", [etf]).fetchall() == [(earlier, 5)]
+        assert con.execute("SELECT published_at FROM story_articles WHERE article_id = 'a_0000000000000002'"
+                           ).fetchall() == [(earlier,)]
+        assert con.execute("SELECT count(*) FROM stories WHERE id = ?", [solo]).fetchall() == [(0,)]
+        assert con.execute("SELECT count(*) FROM story_articles WHERE article_id = 'a_0000000000000005'"
+                           ).fetchall() == [(0,)]
+        assert refresh_stories(con).resynced == 0  # in step: nothing more to do
+    finally:
+        con.close()
+
+
 # --------------------------------------------------------------------------------------------- API
 
 STORIES = """query S($n: Int, $after: String, $min: Int, $t: [String!]) {

@@ -119,6 +119,37 @@ def save_assignments(con: duckdb.DuckDBPyConnection, rows: list[tuple[str, str, 
     return int(touched)
 
 
+# Grouped articles that changed after their story was last computed: removed, re-dated (an inferred date replaced
+# by the real one), or scored or tagged again. Their stories' times, title, counts and sentiment are recomputed.
+CHANGED_SQL = """
+SELECT s.article_id, a.published_at, s.story_id
+FROM story_articles s JOIN stories st ON st.id = s.story_id LEFT JOIN articles a ON a.id = s.article_id
+WHERE a.id IS NULL OR a.published_at <> s.published_at OR a.enriched_at > st.updated_at OR a.tagged_at > st.updated_at
+"""
+
+
+def resync(con: duckdb.DuckDBPyConnection, now: datetime) -> int:
+    """Bring stories in step with their articles as they are now (``CHANGED_SQL``); returns how many changed.
+    Articles keep their story; a story left with no article is removed."""
+    changed = con.execute(CHANGED_SQL).fetchall()
+    if not changed:
+        return 0
+    gone = [r[0] for r in changed if r[1] is None]
+    if gone:
+        con.execute("DELETE FROM story_articles WHERE article_id IN (SELECT unnest(?::VARCHAR[]))", [gone])
+    redated = [(r[1], r[0]) for r in changed if r[1] is not None]
+    if redated:
+        con.executemany("UPDATE story_articles SET published_at = ? WHERE article_id = ?", redated)
+    con.execute("CREATE OR REPLACE TEMP TABLE _touched AS SELECT DISTINCT unnest(?::VARCHAR[]) AS story_id",
+                [[r[2] for r in changed]])
+    con.execute(STORIES_SQL, [now])
+    con.execute("DELETE FROM stories WHERE id IN (SELECT story_id FROM _touched) "
+                "AND id NOT IN (SELECT story_id FROM story_articles)")
+    touched = con.execute("SELECT count(*) FROM _touched").fetchall()[0][0]
+    con.execute("DROP TABLE _touched")
+    return int(touched)
+
+
 def reach(window: timedelta, first: datetime, last: datetime) -> tuple[datetime, datetime]:
     """The publication times of grouped articles a batch of new articles spanning ``[first, last]`` can meet."""
     return first - window, last + window

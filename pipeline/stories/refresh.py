@@ -27,6 +27,7 @@ class StoriesReport:
     seeded: int  # grouped articles of the window compared with
     touched: int  # stories created or grown
     stories: int  # stories afterwards
+    resynced: int = 0  # stories recomputed because an article of theirs changed (re-dated, removed, rescored)
 
 
 def _matrix(frame: pl.DataFrame, column: str) -> np.ndarray:
@@ -68,6 +69,7 @@ def refresh_stories(con: duckdb.DuckDBPyConnection, embed_fn: Embed = embed, enc
     seeded = 0
     touched = 0
     with transaction(con):
+        resynced = ws.resync(con, now)  # first: the window below reads the grouped articles' times
         if new:
             lo, hi = ws.reach(c.window, new[0][1], new[-1][1])
             seed = ws.recent(con, lo, hi)
@@ -81,4 +83,4 @@ def refresh_stories(con: duckdb.DuckDBPyConnection, embed_fn: Embed = embed, enc
             assigned = [(it.id, c.add(it), it.published_at) for it in items]
             touched = ws.save_assignments(con, assigned, now)
         count = con.execute("SELECT count(*) FROM stories").fetchall()[0][0]
-    return StoriesReport(len(new), len(todo), seeded, touched, int(count))
+    return StoriesReport(len(new), len(todo), seeded, touched, int(count), resynced)
