@@ -115,8 +115,11 @@ class MeteredAccess:
     def _plan(self, name: str) -> Plan:
         plan = self.plans.get(name)
         if plan is None:
-            raise ApiError(403, "FORBIDDEN", f"this key's plan {name!r} is no longer offered; ask the operator "
-                           f"to move the key to one of: {', '.join(self.plans)} (`cryptowire keys set-plan ID PLAN`)")
+            # The plans are read when the server starts: a plan added to the file since is unknown here too.
+            raise ApiError(403, "FORBIDDEN", f"this key's plan {name!r} is not among the plans this server offers; "
+                           "ask the operator to restart the server if the plan was added to its plans file since it "
+                           f"started, or to move the key to one of: {', '.join(self.plans)} "
+                           "(`cryptowire keys set-plan ID PLAN`)")
         return plan
 
     @staticmethod

@@ -188,6 +188,7 @@ def test_keys_set_plan_moves_a_key_off_a_plan_no_longer_offered(
         asyncio.run(check())
     assert refused.value.status == 403
     assert "one of: tiny (`cryptowire keys set-plan ID PLAN`)" in refused.value.message
+    assert "restart the server if the plan was added" in refused.value.message
 
     code, out = _cli("keys", "set-plan", made["id"], "pro")
     assert code != 0 and "unknown plan 'pro'" in out and "tiny" in out
