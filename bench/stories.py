@@ -52,8 +52,10 @@ def _insert(con, first: int, n: int, rng: np.random.Generator) -> None:  # type:
         "fetched_at, content_hash, tickers) VALUES (?, ?, 'f', ?, '', [], [], ?, ?, 'h', [])",
         [(ids[i], f"S{i % 7}", f"t{first + i}", times[i], times[i]) for i in range(n)],
     )
-    con.executemany("INSERT INTO article_embeddings VALUES (?, ?, ?, ?, [], [], ?)",
-                    [(ids[i], ENCODER_VERSION, v[i].tolist(), v[i].tolist(), times[i]) for i in range(n)])
+    # three "sentences" each (the real ones hold the title and up to four summary sentences)
+    con.executemany("INSERT INTO article_embeddings VALUES (?, ?, ?, ?, [], [], ?, ?)",
+                    [(ids[i], ENCODER_VERSION, v[i].tolist(), v[i].tolist(), times[i], v[i].tolist() * 3)
+                     for i in range(n)])
     con.execute("COMMIT")
 
 

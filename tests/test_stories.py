@@ -21,7 +21,8 @@ from api.cost import query_cost
 from api.gql_documents import DocumentCache
 from api.gql_exec import coerce_variables
 from pipeline.stories.cluster import Clusterer, Item, story_id
-from pipeline.stories.features import price_piece
+from pipeline.stories.features import price_piece, sentences
+from pipeline.stories.pairs import sentence_features
 from pipeline.stories.refresh import refresh_stories
 from tests.support.apiserver import ApiServer
 from tests.support.newsdata import Data, write
@@ -295,6 +296,28 @@ def test_a_snapshot_from_before_stories_still_serves(home: Path, tmp_path: Path)
         nodes = _all(srv, NEWS, "cryptoNews", {"n": 3, "c": True})
         assert len(nodes) == len(ETF) + len(OTHER) and all(n["story"] is None for n in nodes)
         assert ok(srv, STORIES, {"n": 5})["stories"]["edges"] == []
+
+
+def test_sentences_are_the_title_and_the_summary_s_first_ones() -> None:
+    summary = ("<p>Short one.</p> The exchange said withdrawals resume on Monday after the audit. "
+               "Users were told to check their balances before trading again! Why? Nobody said whether fees change.")
+    assert sentences("Exchange halts withdrawals", summary) == [
+        "Exchange halts withdrawals", "The exchange said withdrawals resume on Monday after the audit.",
+        "Users were told to check their balances before trading again!", "Nobody said whether fees change."]
+    assert sentences("Only a title", None) == ["Only a title"]
+
+
+def test_a_headline_told_in_another_article_s_second_sentence_counts() -> None:
+    """Two reports of one news put it in different places: one's headline is the other's second sentence."""
+    rng = np.random.default_rng(3)
+    unit = [v / np.linalg.norm(v) for v in rng.normal(size=(4, 384))]
+    a = Item("a", T0, unit[0], unit[0], sent_vecs=np.stack([unit[0], unit[1]]))
+    b = Item("b", T0, unit[2], unit[2], sent_vecs=np.stack([unit[2], unit[0]]))  # b's 2nd sentence is a's title
+    c = Item("c", T0, unit[2], unit[2], sent_vecs=np.stack([unit[2], unit[3]]))
+    told, not_told = sentence_features(a, b), sentence_features(a, c)
+    assert told[0] == pytest.approx(1.0, abs=1e-5) and told[2] == pytest.approx(1.0, abs=1e-5)
+    assert not_told[0] < 0.3 and not_told[2] < 0.3
+    assert sentence_features(Item("x", T0, unit[0], unit[0]), Item("y", T0, unit[0], unit[0]))[0] == pytest.approx(1.0)
 
 
 def test_the_pair_trainer_recovers_known_weights() -> None:

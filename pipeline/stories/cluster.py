@@ -61,6 +61,7 @@ class Item:
     lede_words: frozenset[str] = frozenset()  # of title + lede
     names: frozenset[str] = frozenset()  # of title + lede
     price_piece: bool = False  # a generic price-analysis or prediction piece (features.price_piece)
+    sent_vecs: np.ndarray | None = None  # the title's and the first summary sentences' (features.sentences), a row each
 
 
 @dataclass

@@ -19,7 +19,17 @@ from typing import Any
 import numpy as np
 
 from pipeline.stories.cluster import Clusterer, Item
-from pipeline.stories.features import ENCODER_VERSION, embed, names, numbers, price_piece, story_text, words
+from pipeline.stories.features import (
+    ENCODER_VERSION,
+    embed,
+    embed_sentences,
+    names,
+    numbers,
+    price_piece,
+    sentences,
+    story_text,
+    words,
+)
 
 EVAL_DIR = Path(__file__).resolve().parents[2] / "models" / "eval"
 # The pairs of batch 3 on draw on the validation items too (development part only).
@@ -38,15 +48,18 @@ def load_items(cache: Path | None = None) -> list[Item]:
     vecs = None
     tag = hashlib.sha256(f"{ENCODER_VERSION}|{','.join(ITEM_FILES)}".encode()).hexdigest()[:12]
     path = cache / f"story_eval_{tag}.npz" if cache else None
+    per_item = [sentences(r["title"], r.get("summary")) for r in rows]
     if path is not None and path.exists():
         vecs = np.load(path)
-        text, title = vecs["text"], vecs["title"]
+        text, title, flat = vecs["text"], vecs["title"], vecs["sentences"]
     else:
         text = embed([story_text(r["title"], r.get("summary")) for r in rows])
         title = embed([r["title"] for r in rows])
+        flat = np.concatenate(embed_sentences(per_item))
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
-            np.savez(path, text=text, title=title)
+            np.savez(path, text=text, title=title, sentences=flat)
+    ends = np.cumsum([len(p) for p in per_item])
     tagger = get_tagger()
     items = []
     for k, r in enumerate(rows):
@@ -57,7 +70,7 @@ def load_items(cache: Path | None = None) -> list[Item]:
             id=r["key"], published_at=at, text_vec=text[k], title_vec=title[k],
             tickers=frozenset(h.symbol for h in tags.tickers), numbers=numbers(lede), title_numbers=numbers(r["title"]),
             source=r["domain"], title_words=words(r["title"]), lede_words=words(lede), names=names(lede),
-            price_piece=price_piece(r["title"], lede),
+            price_piece=price_piece(r["title"], lede), sent_vecs=flat[ends[k] - len(per_item[k]):ends[k]],
         ))
     return items
 

@@ -8,7 +8,11 @@ from typing import Any
 
 SUMMARY_CHARS = 300  # the lede: later sentences drift into background that many unrelated stories share
 MAX_TOKENS = 96
-ENCODER_VERSION = f"all-MiniLM-L6-v2:mean-l2:title+{SUMMARY_CHARS}:{MAX_TOKENS}"
+# Sentence by sentence too (the title and the summary's first sentences): two reports of one news often put it in
+# different places, a headline in one being the second sentence of the other.
+SENTENCES = 5
+MIN_SENTENCE_CHARS = 25
+ENCODER_VERSION = f"all-MiniLM-L6-v2:mean-l2:title+{SUMMARY_CHARS}:{MAX_TOKENS}:sentences{SENTENCES}"
 
 _NUM = re.compile(r"(?<![\w.])\$?(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)\s*(%|percent|k\b|m\b|b\b|million|billion|trillion)?",
                   re.IGNORECASE)
@@ -17,6 +21,21 @@ _SCALE = {"k": 1e3, "m": 1e6, "million": 1e6, "b": 1e9, "billion": 1e9, "trillio
 
 def story_text(title: str, summary: str | None) -> str:
     return f"{title.strip()}. {(summary or '').strip()[:SUMMARY_CHARS]}"
+
+
+_TAG = re.compile(r"<[^>]+>")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def sentences(title: str, summary: str | None) -> list[str]:
+    """The title, then the summary's first sentences (long enough to say something), ``SENTENCES`` at most."""
+    out = [title.strip()]
+    for part in _SENTENCE_END.split(_TAG.sub(" ", summary or "").strip()):
+        if len(out) >= SENTENCES:
+            break
+        if len(part.strip()) > MIN_SENTENCE_CHARS:
+            out.append(part.strip())
+    return out
 
 
 def numbers(text: str) -> frozenset[str]:
@@ -74,3 +93,16 @@ def embed(texts: list[str]) -> Any:
     from models.sentiment.evaluate import frozen_embeddings
 
     return frozen_embeddings(texts, max_tokens=MAX_TOKENS).astype("float32")
+
+
+def embed_sentences(per_item: list[list[str]], embed_fn: Any = embed) -> list[Any]:
+    """One matrix (sentences x dimensions) per item, from one call of the encoder over all their sentences."""
+    import numpy as np
+
+    flat = [s for item in per_item for s in item]
+    vecs = np.asarray(embed_fn(flat), dtype=np.float32) if flat else np.zeros((0, 0), dtype=np.float32)
+    out, k = [], 0
+    for item in per_item:
+        out.append(vecs[k:k + len(item)])
+        k += len(item)
+    return out

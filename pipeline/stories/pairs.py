@@ -35,12 +35,25 @@ FEATURES = (
     "title_words", "lede_words", "names",  # Jaccard overlap, 0..1
     "same_source",  # 0/1
     "price_pieces", "one_price_piece",  # both / one of the two a generic price piece, 0/1
+    "sentence_max", "sentence_mean_best", "title_to_sentence",  # cosines between the two's sentences
 )
 N_DENSE = 4
 
 
 def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / len(a | b) if a or b else 0.0
+
+
+def _sentences(item: Item) -> np.ndarray:
+    return item.sent_vecs if item.sent_vecs is not None and len(item.sent_vecs) else item.title_vec[None, :]
+
+
+def sentence_features(a: Item, b: Item) -> list[float]:
+    """The best cosine between any sentence of one and any of the other; the mean over both sides of each
+    sentence's best match; the best match of either title (row 0) among the other's sentences."""
+    m = np.clip(_sentences(a) @ _sentences(b).T, 0.0, 1.0)  # within 0..1, as sparse_headroom assumes
+    return [float(m.max()), float((m.max(axis=1).mean() + m.max(axis=0).mean()) / 2),
+            float(max(m[0].max(), m[:, 0].max()))]
 
 
 def sparse_features(a: Item, b: Item) -> list[float]:
@@ -56,6 +69,7 @@ def sparse_features(a: Item, b: Item) -> list[float]:
         float(bool(a.source) and a.source == b.source),
         float(a.price_piece and b.price_piece),
         float(a.price_piece != b.price_piece),
+        *sentence_features(a, b),
     ]
 
 

@@ -13,7 +13,17 @@ import numpy as np
 import polars as pl
 
 from pipeline.stories.cluster import Clusterer, Item
-from pipeline.stories.features import ENCODER_VERSION, embed, names, numbers, price_piece, story_text, words
+from pipeline.stories.features import (
+    ENCODER_VERSION,
+    embed,
+    embed_sentences,
+    names,
+    numbers,
+    price_piece,
+    sentences,
+    story_text,
+    words,
+)
 from warehouse import stories as ws
 from warehouse.db import transaction, utcnow
 
@@ -39,13 +49,17 @@ def _matrix(frame: pl.DataFrame, column: str) -> np.ndarray:
 def _items(frame: pl.DataFrame, times: list[datetime], tickers: list[list[str]], titles: list[str],
            summaries: list[str | None], sources: list[str | None]) -> list[Item]:
     text, title = _matrix(frame, "text_vec"), _matrix(frame, "title_vec")
+    dim = text.shape[1] if text.size else 0
+    sents = [np.asarray(v, dtype=np.float32).reshape(-1, dim) if v and dim else None
+             for v in frame["sent_vecs"].to_list()] if frame.height else []
     out = []
     for k, (aid, at, tk, nums, tnums) in enumerate(zip(
             frame["article_id"].to_list(), times, tickers, frame["numbers"].to_list(),
             frame["title_numbers"].to_list(), strict=True)):
         lede = story_text(titles[k], summaries[k])
         out.append(Item(aid, at, text[k], title[k], frozenset(tk), frozenset(nums), frozenset(tnums),
-                        sources[k] or "", words(titles[k]), words(lede), names(lede), price_piece(titles[k], lede)))
+                        sources[k] or "", words(titles[k]), words(lede), names(lede), price_piece(titles[k], lede),
+                        sents[k]))
     return out
 
 
@@ -59,10 +73,12 @@ def refresh_stories(con: duckdb.DuckDBPyConnection, embed_fn: Embed = embed, enc
         rows = [r for r in new if r[0] in want]
         text = embed_fn([story_text(r[2], r[3]) for r in rows])
         title = embed_fn([r[2] for r in rows])
+        sents = embed_sentences([sentences(r[2], r[3]) for r in rows], embed_fn)
         with transaction(con):
             ws.save_embeddings(con, [
                 (r[0], [float(x) for x in text[k]], [float(x) for x in title[k]],
-                 sorted(numbers(story_text(r[2], r[3]))), sorted(numbers(r[2])))
+                 sorted(numbers(story_text(r[2], r[3]))), sorted(numbers(r[2])),
+                 [float(x) for x in np.asarray(sents[k]).reshape(-1)])
                 for k, r in enumerate(rows)
             ], encoder, now)
     c = clusterer or Clusterer()
