@@ -116,8 +116,9 @@ class Clusterer:
         z = self.model.dense_logits(text, title, gap)
         cut = self.model.threshold_logit
         z[text < pairs.MIN_COS_TEXT] = -np.inf
-        for k in np.flatnonzero(z + self.model.sparse_headroom >= cut):
-            z[k] += self.model.sparse_logit(item, self.items[idx[k]])
+        near = np.flatnonzero(z + self.model.sparse_headroom >= cut)
+        if len(near):
+            z[near] += self.model.sparse_logits(item, [self.items[idx[k]] for k in near])
         return z
 
     def add(self, item: Item) -> str:

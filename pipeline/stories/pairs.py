@@ -38,6 +38,7 @@ FEATURES = (
     "sentence_max", "sentence_mean_best", "title_to_sentence",  # cosines between the two's sentences
 )
 N_DENSE = 4
+N_SENTENCE = 3  # the last ones
 
 
 def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -48,16 +49,33 @@ def _sentences(item: Item) -> np.ndarray:
     return item.sent_vecs if item.sent_vecs is not None and len(item.sent_vecs) else item.title_vec[None, :]
 
 
+def sentence_features_many(a: Item, others: Sequence[Item]) -> np.ndarray:
+    """``sentence_features`` of ``a`` against each of ``others`` (one row each), with one matrix product: the
+    grouping scores a new article against every candidate of its window at once."""
+    blocks = [_sentences(b) for b in others]
+    if not blocks:
+        return np.zeros((0, N_SENTENCE))
+    sizes = np.array([len(m) for m in blocks])
+    starts = np.r_[0, np.cumsum(sizes)[:-1]]
+    # within 0..1, as sparse_headroom assumes
+    m = np.clip(_sentences(a) @ np.concatenate(blocks).T, 0.0, 1.0)  # a's sentences x all the others'
+    best_of_a = np.maximum.reduceat(m, starts, axis=1)  # each sentence of a against each other article
+    best_of_b = m.max(axis=0)  # each sentence of the others against a
+    return np.column_stack([
+        best_of_a.max(axis=0),
+        (best_of_a.mean(axis=0) + np.add.reduceat(best_of_b, starts) / sizes) / 2,
+        np.maximum(best_of_a[0], m[:, starts].max(axis=0)),
+    ])
+
+
 def sentence_features(a: Item, b: Item) -> list[float]:
     """The best cosine between any sentence of one and any of the other; the mean over both sides of each
     sentence's best match; the best match of either title (row 0) among the other's sentences."""
-    m = np.clip(_sentences(a) @ _sentences(b).T, 0.0, 1.0)  # within 0..1, as sparse_headroom assumes
-    return [float(m.max()), float((m.max(axis=1).mean() + m.max(axis=0).mean()) / 2),
-            float(max(m[0].max(), m[:, 0].max()))]
+    return [float(v) for v in sentence_features_many(a, [b])[0]]
 
 
-def sparse_features(a: Item, b: Item) -> list[float]:
-    """The features after the dense ones, for one pair."""
+def word_features(a: Item, b: Item) -> list[float]:
+    """The sparse features before the sentence ones, for one pair."""
     return [
         float(bool(a.numbers & b.numbers)),
         float(bool(a.title_numbers and b.title_numbers and not a.title_numbers & b.title_numbers)),
@@ -69,8 +87,12 @@ def sparse_features(a: Item, b: Item) -> list[float]:
         float(bool(a.source) and a.source == b.source),
         float(a.price_piece and b.price_piece),
         float(a.price_piece != b.price_piece),
-        *sentence_features(a, b),
     ]
+
+
+def sparse_features(a: Item, b: Item) -> list[float]:
+    """The features after the dense ones, for one pair."""
+    return [*word_features(a, b), *sentence_features(a, b)]
 
 
 def features(a: Item, b: Item) -> list[float]:
@@ -101,6 +123,12 @@ class PairModel:
 
     def sparse_logit(self, a: Item, b: Item) -> float:
         return float(np.dot(self.weights[N_DENSE:], sparse_features(a, b)))
+
+    def sparse_logits(self, a: Item, others: Sequence[Item]) -> np.ndarray:
+        """``sparse_logit`` of ``a`` against each of ``others``, the sentence part in one matrix product."""
+        words = np.array([word_features(a, b) for b in others]).reshape(len(others), -1)
+        return (words @ np.asarray(self.weights[N_DENSE:-N_SENTENCE])
+                + sentence_features_many(a, others) @ np.asarray(self.weights[-N_SENTENCE:]))
 
     def probability(self, a: Item, b: Item) -> float:
         x = features(a, b)
