@@ -71,6 +71,30 @@ def test_malformed_xml_is_read_leniently(
     assert titles(con) == ["Bare & ampersand", "Second"]
 
 
+@pytest.mark.parametrize("cut_in", ["<link>", "<description>", "</item>"])
+def test_a_document_cut_short_keeps_only_its_complete_items(
+    con: duckdb.DuckDBPyConnection, settings: Settings, local_server: LocalServer, cut_in: str
+) -> None:
+    """A server sends a feed cut short (with a matching Content-Length). Read leniently, the cut item became a new
+    article with no link and the fetch time as its date (the newest news), or blanked an existing one's summary."""
+    whole = rss(item("First", "https://cut.example.com/1", description="First summary."),
+                item("Second", "https://cut.example.com/2", description="Second summary, in full."),
+                item("Third", "https://cut.example.com/3", description="Third summary."))
+    local_server.routes["/cut.xml"] = static(whole, RSS)
+    run_with_healthy(con, settings, local_server, "/cut.xml")
+    before = con.execute("SELECT * FROM raw_articles ORDER BY id").fetchall()
+
+    second = whole.index("<title>Second")
+    at = whole.index(cut_in, second) + len(cut_in) + (6 if cut_in != "</item>" else -3)
+    local_server.routes["/cut.xml"] = static(whole[:at], RSS)
+    faulty, report = run_with_healthy(con, settings, local_server, "/cut.xml")
+    assert faulty.error is None and faulty.items_seen == 1, faulty
+    assert faulty.warning is not None and "the document ends in the middle" in faulty.warning
+    assert "kept the 1 complete items before the cut" in faulty.warning
+    assert (report.new, report.updated) == (0, 0)
+    assert con.execute("SELECT * FROM raw_articles ORDER BY id").fetchall() == before
+
+
 def test_garbage_is_an_error(
     con: duckdb.DuckDBPyConnection, settings: Settings, local_server: LocalServer
 ) -> None:

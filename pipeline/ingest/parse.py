@@ -358,6 +358,16 @@ def _read_tree(root: ET.Element, items: list[ET.Element] | None, base: str) -> P
     return None
 
 
+_EXPAT_NO_ELEMENTS, _EXPAT_UNCLOSED_TOKEN = 3, 5  # what expat says when the input stops inside the document
+
+
+def _cut_short(data: bytes, exc: ET.ParseError) -> bool:
+    """The document stops before its end (a server or proxy cut it): the error is the end of input, on the last
+    line, not a fault inside the document."""
+    return getattr(exc, "code", None) in (_EXPAT_NO_ELEMENTS, _EXPAT_UNCLOSED_TOKEN) and (
+        exc.position[0] >= data.rstrip().count(b"\n") + 1)
+
+
 def _read_partial(data: bytes, base: str) -> ParsedFeed | None:
     """A document cut short: the complete items before the cut (the cut one is dropped)."""
     parser = ET.XMLPullParser(events=("start", "end"))
@@ -551,13 +561,14 @@ def parse_feed(
         problem = "not RSS 2.0 or Atom"
     except ET.ParseError as exc:
         problem = f"malformed XML ({exc})"
-        if truncated:
+        if truncated or _cut_short(data, exc):
+            # Read leniently, the item at the cut would be a new article (its link cut off) or blank an existing
+            # one's summary: only the complete items before the cut are kept.
             parsed = _read_partial(data, base_url)
             if parsed is not None:
                 parsed.reader = "xml-partial"
-                parsed.warning = (
-                    f"body cut at the size cap; kept the {len(parsed.entries)} complete items before the cut"
-                )
+                why = "body cut at the size cap" if truncated else f"the document ends in the middle ({exc})"
+                parsed.warning = f"{why}; kept the {len(parsed.entries)} complete items before the cut"
                 return parsed
     parsed, doc = _read_feedparser(data, base_url)
     if parsed is None:
