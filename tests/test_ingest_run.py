@@ -378,3 +378,23 @@ def test_validators_are_kept_only_after_a_good_parse(
     report = ingest(con, feeds, settings)
     assert "if-none-match" not in local_server.seen[-1].headers
     assert (report.results[0].http_status, report.new) == (200, 3)
+
+
+def test_the_raw_date_check_accepts_a_real_date_a_later_fetch_brought(
+    con: duckdb.DuckDBPyConnection, settings: Settings, local_server: LocalServer
+) -> None:
+    """First seen with a date too far ahead (inferred), the real date came days later within a day of that fetch:
+    ingestion accepts it, so the check must too (it compared with the first fetch and failed for good)."""
+    from pipeline.checks import RAW_TITLE_OR_DATE_WRONG
+
+    local_server.routes["/a.xml"] = static(three_items(), RSS)
+    ingest(con, [Feed("A", local_server.url("/a.xml"))], settings)
+    first = article(con, "https://news.example.com/eth")["fetched_at"]
+    later = first + timedelta(days=3)
+    bad = f"SELECT count(*) FROM raw_articles WHERE {RAW_TITLE_OR_DATE_WRONG}"
+    con.execute("UPDATE raw_articles SET updated_at = ?, published_at = ? WHERE url = 'https://news.example.com/eth'",
+                [later, later + timedelta(hours=12)])
+    assert con.execute(bad).fetchall() == [(0,)]
+    con.execute("UPDATE raw_articles SET published_at = ? WHERE url = 'https://news.example.com/eth'",
+                [later + timedelta(days=2)])  # beyond the fetch that brought it, plus a day
+    assert con.execute(bad).fetchall() == [(1,)]
