@@ -264,20 +264,20 @@ def render(report: dict[str, Any]) -> str:
         lines.append(f"no warehouse yet: {report.get('hint', '')}")
         # a run queued in the Dagster UI may be what creates it
         return "\n".join(lines + runs_error + _queue_lines(report))
-    if report.get("error"):
+    if report.get("error"):  # held by a run: tables and feeds wait, what the instance knows is shown
         lines.append(report["error"])
-        return "\n".join(lines + runs_error)
-    lines.append("tables:")
-    lines += [f"  {t:<26} {n:>8}" for t, n in report["counts"].items()]
-    newest = report["newest_article"]
-    lines.append(f"newest article: {_shown(newest) if newest else 'none'}")
-    serving = report["serving"]
+    else:
+        lines.append("tables:")
+        lines += [f"  {t:<26} {n:>8}" for t, n in report["counts"].items()]
+        newest = report["newest_article"]
+        lines.append(f"newest article: {_shown(newest) if newest else 'none'}")
+    serving = report.get("serving") or {"complete": False, "current": None, "problem": "unknown"}
     if serving["complete"]:
         lines.append(f"serving snapshot: {serving['current']} (complete)")
     else:
         lines.append(f"serving snapshot: {serving['current'] or 'none'}: NOT SERVABLE, {serving['problem']}")
     lines += runs_error
-    if report["assets"]:
+    if report.get("assets"):
         lines.append("assets:")
         w = max([20, *(len(a["asset"]) for a in report["assets"])])
         lines.append(f"  {'asset':<{w}} {'last materialized':<24} {'in its last run':<16} whole run")
@@ -286,7 +286,7 @@ def render(report: dict[str, Any]) -> str:
             outcome, whole = (run["outcome"], f"{run['run_id'][:8]} {run['status']}") if run else ("-", "-")
             whole += " (process gone)" if run and run["process_gone"] else ""
             lines.append(f"  {a['asset']:<{w}} {_shown(a['last_materialized']):<24} {outcome:<16} {whole}")
-    if report["runs_in_progress"]:
+    if report.get("runs_in_progress"):
         lines.append("runs not finished:")
         for r in report["runs_in_progress"]:
             state = "running" if r["alive"] else "DEAD"
@@ -294,7 +294,7 @@ def render(report: dict[str, Any]) -> str:
         if any(not r["alive"] for r in report["runs_in_progress"]):
             lines.append("  the next `cryptowire materialize` repairs dead runs by itself; `cryptowire doctor` does it now")
     lines += _queue_lines(report)
-    if report["checks"]:
+    if report.get("checks"):
         passed = sum(c["passed"] is True for c in report["checks"])
         failed = [c for c in report["checks"] if c["passed"] is False]
         lines.append(f"checks (last evaluation of each): {passed} passed, {len(failed)} failed")
@@ -307,7 +307,7 @@ def render(report: dict[str, Any]) -> str:
         if stale:
             lines.append(f"  {stale} of these results predate their asset's last materialization "
                          "(the check did not run since): `cryptowire materialize` evaluates them again")
-    if report["feeds"]:
+    if report.get("feeds"):
         lines.append("feeds (last fetch):")
         # http is "-" for file feeds, which have no HTTP status
         lines.append(f"  {'feed':<28} {'fetched at':<23} {'http':>4} {'seen':>5} {'new':>5}  result")

@@ -201,3 +201,36 @@ def test_status_and_doctor_check_create_nothing_where_there_is_no_data_home(tmp_
     home.mkdir()  # a data home without a Dagster instance yet: looking at it creates nothing in it either
     assert _cli(home, "doctor", "--check").returncode == 0 and _cli(home, "status", "--json").returncode == 0
     assert list(home.iterdir()) == []
+
+
+HOLDER = """
+import sys, time
+from warehouse.db import connect
+con = connect(sys.argv[1])
+print("holding", flush=True)
+time.sleep(120)
+"""
+
+
+def test_status_shows_assets_and_runs_while_a_run_holds_the_warehouse(tmp_path: Path) -> None:
+    """Text status showed only the paths and the lock while a run held the warehouse (a slow feed holds it up to
+    two minutes): the assets, runs and checks, which the instance knows, were left out (--json had them)."""
+    from warehouse.db import connect
+
+    home = tmp_path / "home"
+    home.mkdir()
+    connect(home / "warehouse.duckdb").close()
+    done = _cli(home, "materialize", "--select", "crypto_assets")  # one run in the instance
+    assert done.returncode == 0, done.stderr[-2000:]
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(home / "warehouse.duckdb")], env=_env(home),
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
+        text = _cli(home, "status").stdout
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+    assert "is held by another process" in text, text
+    assert "serving snapshot:" in text and "assets:" in text, text
+    (line,) = [x for x in text.splitlines() if x.startswith("  crypto_assets ")]
+    assert "SUCCESS" in line, text
