@@ -26,11 +26,17 @@ NO_HOME = "no data home yet: `cryptowire materialize` (or `cryptowire up`) creat
 QUEUED = ("QUEUED", "NOT_STARTED")
 WARNING_SHOWN = 100  # characters of a feed's warning in the text output (the JSON has all of it)
 
+# Per feed URL its last fetch; in_last_run is false for a feed the newest ingestion run did not fetch (disabled,
+# removed from the feeds file, or its URL changed): its line is history, not the feed's state now.
 FEED_HEALTH_SQL = """
-SELECT feed_name, feed_url, started_at, http_status, items_seen, items_new, not_modified, error, warning
-FROM feed_fetches
-QUALIFY row_number() OVER (PARTITION BY feed_url ORDER BY started_at DESC) = 1
-ORDER BY feed_name
+WITH last AS (
+    SELECT *, run_id = (SELECT arg_max(run_id, started_at) FROM feed_fetches) AS in_last_run
+    FROM feed_fetches
+    QUALIFY row_number() OVER (PARTITION BY feed_url ORDER BY started_at DESC) = 1
+)
+SELECT feed_name, feed_url, started_at, http_status, items_seen, items_new, items_updated, not_modified, error,
+       warning, in_last_run
+FROM last ORDER BY NOT in_last_run, feed_name
 """
 
 
@@ -82,7 +88,8 @@ def _warehouse(settings: Settings) -> dict[str, Any]:
             else None
         )
         feeds = [
-            dict(zip(("feed", "url", "at", "status", "seen", "new", "not_modified", "error", "warning"), r, strict=True))
+            dict(zip(("feed", "url", "at", "status", "seen", "new", "updated", "not_modified", "error", "warning",
+                      "in_last_run"), r, strict=True))
             for r in con.execute(FEED_HEALTH_SQL).fetchall()
         ] if "feed_fetches" in names else []
     finally:
@@ -254,7 +261,7 @@ def render(report: dict[str, Any]) -> str:
         f"data home:  {report['home']}",
         f"warehouse:  {report['warehouse']}",
         f"snapshots:  {report['snapshots']}",
-        f"feeds file: {report['feeds_file']}",
+        f"feeds file: {report['feeds_file']} (what runs without --feeds read)",
     ]
     if not report.get("home_exists", True):
         lines.append(NO_HOME)
@@ -310,18 +317,21 @@ def render(report: dict[str, Any]) -> str:
     if report.get("feeds"):
         lines.append("feeds (last fetch):")
         # http is "-" for file feeds, which have no HTTP status
-        lines.append(f"  {'feed':<28} {'fetched at':<23} {'http':>4} {'seen':>5} {'new':>5}  result")
+        lines.append(f"  {'feed':<28} {'fetched at':<23} {'http':>4} {'seen':>5} {'new':>5} {'upd':>4}  result")
         cut = False
+        old_feeds = [f for f in report["feeds"] if not f.get("in_last_run", True)]
         for f in report["feeds"]:
+            if f is (old_feeds[0] if old_feeds else None):
+                lines.append("  not fetched by the last run (disabled, removed from the feeds file, or moved to "
+                             "another URL):")
             result = f"ERROR {f['error']}" if f["error"] else ("unchanged" if f["not_modified"] else "ok")
             if f.get("warning") and not f["error"]:
                 shown, was_cut = _one_line(f["warning"], WARNING_SHOWN)
                 cut = cut or was_cut
                 result += f" (warning: {shown})"
             http = f["status"] or "-"
-            lines.append(
-                f"  {f['feed']:<28} {_shown(f['at']):<23} {http!s:>4} {f['seen']:>5} {f['new']:>5}  {result}"
-            )
+            lines.append(f"  {f['feed']:<28} {_shown(f['at']):<23} {http!s:>4} {f['seen']:>5} {f['new']:>5} "
+                         f"{f.get('updated', 0):>4}  {result}")
         if cut:
             lines.append("  (long warnings are cut here: `cryptowire status --json` has them whole)")
     return "\n".join(lines)

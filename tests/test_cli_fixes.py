@@ -277,7 +277,7 @@ def test_status_reports_each_assets_own_outcome_in_a_failed_run(
     assert "materialized" in row and row.endswith("FAILURE") and " UTC " in row
     assert "serving snapshot: none: NOT SERVABLE, nothing published yet" in out
     feeds_header = lines[lines.index("feeds (last fetch):") + 1]
-    assert feeds_header.split() == ["feed", "fetched", "at", "http", "seen", "new", "result"]
+    assert feeds_header.split() == ["feed", "fetched", "at", "http", "seen", "new", "upd", "result"]
     assert any(line.strip().startswith("Gone") and "ERROR no such file" in line for line in lines)
 
 

@@ -398,3 +398,31 @@ def test_the_raw_date_check_accepts_a_real_date_a_later_fetch_brought(
     con.execute("UPDATE raw_articles SET published_at = ? WHERE url = 'https://news.example.com/eth'",
                 [later + timedelta(days=2)])  # beyond the fetch that brought it, plus a day
     assert con.execute(bad).fetchall() == [(1,)]
+
+
+def test_status_shows_updates_and_sets_apart_feeds_the_last_run_did_not_fetch(
+    tmp_path: Path, settings: Settings, local_server: LocalServer
+) -> None:
+    """An edit showed as `new 0 ok` (no updated count), and a feed disabled, removed or moved to another URL kept
+    its old line as if it were current."""
+    from pipeline.status import _warehouse, render
+
+    home_settings = settings.model_copy(update={"home": tmp_path / "home"})
+    home_settings.home.mkdir()
+    con = connect(home_settings.warehouse_path)
+    local_server.routes["/a.xml"] = static(three_items(), RSS)
+    local_server.routes["/b.xml"] = static(rss(item("Only in B", "https://b.example/1")), RSS)
+    ingest(con, [Feed("A", local_server.url("/a.xml")), Feed("B", local_server.url("/b.xml"))], home_settings)
+    local_server.routes["/a.xml"] = static(three_items("Bitcoin tops $100,000 (updated)"), RSS)
+    ingest(con, [Feed("A", local_server.url("/a.xml")), Feed("B", local_server.url("/b.xml"), enabled=False)],
+           home_settings)
+    con.close()
+    report = {"home": "h", "warehouse": "w", "snapshots": "s", "feeds_file": "f", **_warehouse(home_settings),
+              "serving": {"complete": False, "current": None, "problem": "none yet"}}
+    a, b = report["feeds"]
+    assert (a["feed"], a["updated"], a["in_last_run"]) == ("A", 1, True)
+    assert (b["feed"], b["in_last_run"]) == ("B", False)
+    lines = render(report).splitlines()
+    at = lines.index("feeds (last fetch):")
+    assert lines[at + 2].split()[0] == "A" and lines[at + 2].split()[-2:] == ["1", "ok"], lines[at:]
+    assert lines[at + 3].startswith("  not fetched by the last run") and lines[at + 4].split()[0] == "B"
