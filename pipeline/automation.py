@@ -99,15 +99,32 @@ def articles_on_workers() -> None:
     score_days_on_workers()
 
 
+_UNFINISHED = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
+               dg.DagsterRunStatus.STARTED]
+
+
+def _poll_feeds(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
+    """A poll, unless the last one is still queued or running: with slow feeds (a poll may take the whole fetch
+    deadline) and a short cron, polls would pile up in the queue and hold back the downstream runs."""
+    busy = context.instance.get_run_records(dg.RunsFilter(job_name=ingest_job.name, statuses=_UNFINISHED), limit=1)
+    if busy:
+        run = busy[0].dagster_run
+        return dg.SkipReason(f"run {run.run_id[:8]} of {ingest_job.name} is still {run.status.value}: this tick "
+                             "is skipped so that polls do not pile up")
+    return dg.RunRequest()
+
+
 def schedules(settings: Settings) -> list[dg.ScheduleDefinition]:
     return [
         dg.ScheduleDefinition(
             name="poll_feeds",
             job=ingest_job,
             cron_schedule=settings.schedule_cron,
+            execution_fn=_poll_feeds,
             execution_timezone="UTC",
             default_status=dg.DefaultScheduleStatus.RUNNING,
-            description="Poll the feeds; downstream assets follow through declarative automation.",
+            description="Poll the feeds (a tick is skipped while the last poll is still queued or running); "
+            "downstream assets follow through declarative automation.",
         ),
         dg.ScheduleDefinition(
             name="daily_maintenance",

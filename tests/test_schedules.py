@@ -1,0 +1,31 @@
+"""The poll_feeds schedule on a real (temporary) Dagster instance: a tick is skipped while the last poll is still
+queued or running, so that slow feeds and a short cron do not pile polls up in the run queue."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from pipeline.automation import ingest_job, schedules
+from pipeline.definitions import defs
+from warehouse.config import Settings
+
+
+# (QUEUED is in the same filter; a queued run needs a code location's origin to be created here)
+@pytest.mark.parametrize("status", [dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTED])
+def test_a_tick_is_skipped_while_the_last_poll_is_unfinished(tmp_path: Path, status: dg.DagsterRunStatus) -> None:
+    poll = next(s for s in schedules(Settings(home=tmp_path / "home")) if s.name == "poll_feeds")
+    (tmp_path / "dagster").mkdir()
+    with dg.DagsterInstance.local_temp(str(tmp_path / "dagster")) as instance:
+        assert poll.evaluate_tick(dg.build_schedule_context(instance=instance)).run_requests  # nothing runs: poll
+
+        run = instance.create_run_for_job(defs.resolve_job_def(ingest_job.name), status=status)
+        result = poll.evaluate_tick(dg.build_schedule_context(instance=instance))
+        assert not result.run_requests
+        assert result.skip_message is not None and run.run_id[:8] in result.skip_message
+        assert "do not pile up" in result.skip_message
+
+        instance.report_run_failed(run) if status == dg.DagsterRunStatus.STARTED else instance.report_run_canceled(run)
+        assert poll.evaluate_tick(dg.build_schedule_context(instance=instance)).run_requests  # finished: poll again
