@@ -220,6 +220,38 @@ def test_a_re_dated_or_removed_article_brings_its_story_in_step(tmp_path: Path) 
         con.close()
 
 
+def test_articles_stored_by_an_older_encoder_are_embedded_again_when_new_ones_meet_them(tmp_path: Path) -> None:
+    """After an upgrade that changes what is embedded (the sentences), the grouped articles a new article is compared
+    with are embedded again; the ones no new article reaches are left as they are, and nobody moves story."""
+    from pipeline.stories.features import ENCODER_VERSION
+
+    con = connect(tmp_path / "warehouse.duckdb")
+    try:
+        con.execute("BEGIN")
+        write(con, Data(articles(), []))
+        con.execute("COMMIT")
+        refresh_stories(con)
+        before = _stories(con)
+        con.execute("UPDATE article_embeddings SET encoder = 'an older one', sent_vecs = NULL")
+        con.execute("BEGIN")
+        late = _article(len(ETF) + len(OTHER), *LATE)
+        write(con, Data([late], []))
+        con.execute("COMMIT")
+        report = refresh_stories(con)
+        in_window = [r[0] for r in con.execute(
+            "SELECT id FROM articles WHERE published_at BETWEEN ? AND ? AND id <> ?",
+            [late["published_at"] - timedelta(hours=48), late["published_at"] + timedelta(hours=48), late["id"]],
+        ).fetchall()]
+        assert report.embedded == 1 + len(in_window) and in_window
+        current = dict(con.execute("SELECT article_id, encoder = ? AND len(sent_vecs) > 0 FROM article_embeddings",
+                                   [ENCODER_VERSION]).fetchall())
+        assert all(current[a] for a in in_window) and current[late["id"]]
+        after = _stories(con)
+        assert {k: after[k] for k in before} == before and after[late["id"]] == before["a_0000000000000000"]
+    finally:
+        con.close()
+
+
 # --------------------------------------------------------------------------------------------- API
 
 STORIES = """query S($n: Int, $after: String, $min: Int, $t: [String!]) {

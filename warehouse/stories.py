@@ -52,6 +52,20 @@ def new_articles(con: duckdb.DuckDBPyConnection) -> list[tuple[Any, ...]]:
     return con.execute(NEW_SQL).fetchall()
 
 
+def window_ids(con: duckdb.DuckDBPyConnection, lo: datetime, hi: datetime) -> list[str]:
+    """The grouped articles published in ``[lo, hi]``."""
+    return [r[0] for r in con.execute(WINDOW_SQL, [lo, hi]).fetchall()]
+
+
+def article_texts(con: duckdb.DuckDBPyConnection, ids: list[str]) -> list[tuple[Any, ...]]:
+    """``new_articles``' columns for ``ids``: ``(id, published_at, title, summary, tickers, source_name)``."""
+    if not ids:
+        return []
+    return con.execute(
+        "SELECT id, published_at, title, summary, coalesce(tickers, []::VARCHAR[]), source_name FROM articles "
+        "WHERE id IN (SELECT unnest(?::VARCHAR[])) ORDER BY published_at, id", [ids]).fetchall()
+
+
 def missing_embeddings(con: duckdb.DuckDBPyConnection, ids: list[str], encoder: str) -> list[str]:
     if not ids:
         return []

@@ -68,9 +68,14 @@ def refresh_stories(con: duckdb.DuckDBPyConnection, embed_fn: Embed = embed, enc
     now = now or utcnow()
     new = ws.new_articles(con)
     todo = ws.missing_embeddings(con, [r[0] for r in new], encoder)
+    want = set(todo)
+    rows = [r for r in new if r[0] in want]
+    if new:  # grouped articles the new ones will meet, stored by an older encoder version: embedded again too
+        c0 = clusterer or Clusterer()
+        older = ws.missing_embeddings(con, ws.window_ids(con, *ws.reach(c0.window, new[0][1], new[-1][1])), encoder)
+        rows += ws.article_texts(con, older)
+        todo = todo + older
     if todo:  # outside the grouping transaction: computing them is the slow part, and they stay valid
-        want = set(todo)
-        rows = [r for r in new if r[0] in want]
         text = embed_fn([story_text(r[2], r[3]) for r in rows])
         title = embed_fn([r[2] for r in rows])
         sents = embed_sentences([sentences(r[2], r[3]) for r in rows], embed_fn)
