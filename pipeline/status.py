@@ -210,7 +210,21 @@ def _runs(settings: Settings) -> dict[str, Any]:
          "why": r.reason}
         for r in unfinished.values()
     ]
-    return {"assets": assets, "checks": checks, "runs_in_progress": runs, **_queued(instance)}
+    return {"assets": assets, "checks": checks, "runs_in_progress": runs, **_queued(instance),
+            **_instance_note(settings)}
+
+
+def _instance_note(settings: Settings) -> dict[str, Any]:
+    """When CRYPTOWIRE_DATABASE_URL names Postgres but the data home's dagster.yaml still keeps the instance in
+    SQLite: status reads SQLite (it never rewrites dagster.yaml); the next writing command moves the instance."""
+    from pipeline.jobs import _where, _written_postgres_url, dagster_postgres_url
+
+    if not settings.database_url or _written_postgres_url(settings.dagster_home / "dagster.yaml"):
+        return {}
+    return {"instance_note": (
+        f"CRYPTOWIRE_DATABASE_URL names Postgres at {_where(dagster_postgres_url(settings.database_url))}, but this "
+        "data home's Dagster instance is still in SQLite: the runs shown are SQLite's; the next `cryptowire "
+        "materialize`, `daemon` or `webserver` moves the instance to Postgres (the SQLite run history stays behind)")}
 
 
 def _serving(settings: Settings) -> dict[str, Any]:
@@ -284,6 +298,8 @@ def render(report: dict[str, Any]) -> str:
     else:
         lines.append(f"serving snapshot: {serving['current'] or 'none'}: NOT SERVABLE, {serving['problem']}")
     lines += runs_error
+    if report.get("instance_note"):
+        lines.append(f"note: {report['instance_note']}")
     if report.get("assets"):
         lines.append("assets:")
         w = max([20, *(len(a["asset"]) for a in report["assets"])])

@@ -234,3 +234,22 @@ def test_status_shows_assets_and_runs_while_a_run_holds_the_warehouse(tmp_path: 
     assert "serving snapshot:" in text and "assets:" in text, text
     (line,) = [x for x in text.splitlines() if x.startswith("  crypto_assets ")]
     assert "SUCCESS" in line, text
+
+
+def test_status_says_when_the_url_names_postgres_but_the_instance_is_still_sqlite(tmp_path: Path) -> None:
+    """Moving a data home to Postgres by setting the URL: status (which never rewrites dagster.yaml) kept showing
+    SQLite's runs without a word."""
+    from warehouse.db import connect
+
+    home = tmp_path / "home"
+    home.mkdir()
+    connect(home / "warehouse.duckdb").close()
+    done = _cli(home, "materialize", "--select", "crypto_assets")
+    assert done.returncode == 0, done.stderr[-2000:]
+    url = "postgresql://cw:s3cret@127.0.0.1:1/cryptowire"
+    report = json.loads(_cli(home, "status", "--json", CRYPTOWIRE_DATABASE_URL=url).stdout)
+    note = report["instance_note"]
+    assert "127.0.0.1:1/cryptowire" in note and "still in SQLite" in note and "s3cret" not in note
+    assert report["assets"] and "dagster.yaml" not in str(report.get("runs_error"))
+    assert "note: CRYPTOWIRE_DATABASE_URL names Postgres" in _cli(home, "status", CRYPTOWIRE_DATABASE_URL=url).stdout
+    assert "instance_note" not in json.loads(_cli(home, "status", "--json").stdout)
