@@ -181,6 +181,45 @@ def test_cut_body_keeps_the_complete_items() -> None:
     assert "cut at the size cap" in (feed.warning or "")
 
 
+def _cdata_feed() -> bytes:
+    return rss(*(item(f"Story {i} — “quoted”", f"https://a.example.com/{i}",
+                      description=f"<![CDATA[<p>Summary {i}, with <b>markup</b> and ünïcode.</p>]]>")
+                 for i in range(4))).replace("&lt;![CDATA[", "<![CDATA[").replace("]]&gt;", "]]>") \
+        .replace("&lt;p&gt;", "<p>").replace("&lt;/p&gt;", "</p>").replace("&lt;b&gt;", "<b>") \
+        .replace("&lt;/b&gt;", "</b>").encode()
+
+
+@pytest.mark.parametrize("where", ["in CDATA", "in a multi-byte character", "in a comment", "in a tag"])
+def test_a_document_cut_anywhere_keeps_its_complete_items_intact(where: str) -> None:
+    """Cut inside CDATA, the document went to feedparser (the cut item with a blank summary); cut inside a UTF-8
+    character, the whole document was decoded as cp1252 (every title garbled, then stored as an update)."""
+    doc = _cdata_feed()
+    whole = parse_feed(doc, base_url=BASE)
+    assert [e.summary for e in whole.entries][0].startswith("Summary 0")
+    start = doc.index(b"Story 2")
+    at = {
+        "in CDATA": doc.index(b"markup", start),
+        "in a multi-byte character": doc.index("“".encode(), start) + 1,
+        "in a comment": None,
+        "in a tag": doc.index(b"<link>", start) + 3,
+    }[where]
+    cut = doc[:at] if at is not None else doc[:start] + b"<!-- a comment that never ends"
+    feed = parse_feed(cut, base_url=BASE)
+    assert feed.reader == "xml-partial", feed.warning
+    assert [(e.title, e.summary) for e in feed.entries] == [(e.title, e.summary) for e in whole.entries[:2]]
+    assert "the document ends in the middle" in (feed.warning or "")
+
+
+def test_a_fault_inside_a_one_line_document_is_not_taken_for_a_cut() -> None:
+    """On one line every error is on the last line: a stray processing instruction in the middle of a minified feed
+    is a fault to read leniently (keeping the items after it), not the end of the document."""
+    doc = rss(*(item(f"T{i}", f"https://a.example.com/{i}") for i in range(5))).replace("\n", "")
+    broken = doc.replace("<title>T2</title>", "<title>T2 <?php echo 1 </title>").encode()
+    feed = parse_feed(broken, base_url=BASE)
+    assert feed.reader != "xml-partial"
+    assert {"T0", "T1", "T3", "T4"} <= {e.title for e in feed.entries}
+
+
 @pytest.mark.parametrize(
     ("body", "message"),
     [

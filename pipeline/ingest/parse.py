@@ -132,8 +132,10 @@ def to_utf8(body: bytes, content_type: str | None = None) -> tuple[bytes, str]:
     else:
         try:
             return _strip_decl(body), "utf-8"  # valid UTF-8 is UTF-8, whatever the declaration says
-        except UnicodeDecodeError:
-            pass
+        except UnicodeDecodeError as exc:
+            if exc.reason == "unexpected end of data" and exc.end == len(body):
+                # a body cut inside a character: UTF-8 up to the cut (not the whole document read as cp1252)
+                return _strip_decl(body[:exc.start]), "utf-8"
         decl = _DECL.match(body[:1024].lstrip())
         declared = (
             _codec(m.group(1).decode("ascii"))
@@ -358,14 +360,27 @@ def _read_tree(root: ET.Element, items: list[ET.Element] | None, base: str) -> P
     return None
 
 
-_EXPAT_NO_ELEMENTS, _EXPAT_UNCLOSED_TOKEN = 3, 5  # what expat says when the input stops inside the document
+_ROOT_ENDS = (b"</rss>", b"</feed>", b"</rdf:RDF>")
 
 
-def _cut_short(data: bytes, exc: ET.ParseError) -> bool:
-    """The document stops before its end (a server or proxy cut it): the error is the end of input, on the last
-    line, not a fault inside the document."""
-    return getattr(exc, "code", None) in (_EXPAT_NO_ELEMENTS, _EXPAT_UNCLOSED_TOKEN) and (
-        exc.position[0] >= data.rstrip().count(b"\n") + 1)
+def _cut_short(data: bytes) -> bool:
+    """The document stops before its end (a server or proxy cut it): everything it holds is well-formed XML and
+    only the end of input is missing, wherever the cut fell (text, a tag, CDATA, a comment). A document with a
+    fault inside, or one that ends with its root's end tag, is not cut short."""
+    if data.rstrip().endswith(_ROOT_ENDS):
+        return False
+    parser = ET.XMLPullParser()
+    try:
+        parser.feed(data)
+        for _ in parser.read_events():  # a fault inside the document is queued as an event
+            pass
+    except ET.ParseError:
+        return False
+    try:
+        parser.close()
+    except ET.ParseError:
+        return True
+    return False
 
 
 def _read_partial(data: bytes, base: str) -> ParsedFeed | None:
@@ -561,7 +576,7 @@ def parse_feed(
         problem = "not RSS 2.0 or Atom"
     except ET.ParseError as exc:
         problem = f"malformed XML ({exc})"
-        if truncated or _cut_short(data, exc):
+        if truncated or _cut_short(data):
             # Read leniently, the item at the cut would be a new article (its link cut off) or blank an existing
             # one's summary: only the complete items before the cut are kept.
             parsed = _read_partial(data, base_url)
