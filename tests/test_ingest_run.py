@@ -426,3 +426,19 @@ def test_status_shows_updates_and_sets_apart_feeds_the_last_run_did_not_fetch(
     at = lines.index("feeds (last fetch):")
     assert lines[at + 2].split()[0] == "A" and lines[at + 2].split()[-2:] == ["1", "ok"], lines[at:]
     assert lines[at + 3].startswith("  not fetched by the last run") and lines[at + 4].split()[0] == "B"
+
+
+def test_the_first_source_s_edit_applies_when_an_earlier_feed_carries_a_copy(
+    con: duckdb.DuckDBPyConnection, settings: Settings, local_server: LocalServer
+) -> None:
+    """B brought the article first; then A, listed before B, syndicates it while B edits its own: B's edit is the
+    one merged (the run kept A's copy, which the merge refuses as another source's, and B's edit was lost)."""
+    link = "https://news.example.com/original"
+    local_server.routes["/b.xml"] = static(rss(item("Original", link)), RSS)
+    ingest(con, [Feed("B", local_server.url("/b.xml"))], settings)
+    local_server.routes["/a.xml"] = static(rss(item("Original (syndicated)", link)), RSS)
+    local_server.routes["/b.xml"] = static(rss(item("Original, corrected", link)), RSS)
+    report = ingest(con, [Feed("A", local_server.url("/a.xml")), Feed("B", local_server.url("/b.xml"))], settings)
+    row = article(con, link)
+    assert (row["source_name"], row["title"]) == ("B", "Original, corrected")
+    assert report.updated == 1 and [r.items_updated for r in report.results] == [0, 1]

@@ -62,7 +62,10 @@ STATE_SCHEMA: dict[str, pl.DataType] = {
 # first brought an article (its feed URL, or its name when the feed moved) updates it: a syndicated copy in
 # another feed, read while the first feed answered 304 or had dropped the item, would put its own date and text on
 # the original, and the row would flip between the two with every change of either feed.
-_SAME_SOURCE = "(r.feed_url = i.feed_url OR r.source_name = i.source_name)"
+def _same_source(stored: str, incoming: str) -> str:
+    return f"({stored}.feed_url = {incoming}.feed_url OR {stored}.source_name = {incoming}.source_name)"
+
+
 _MERGE_SQL = f"""
 INSERT INTO raw_articles ({", ".join(ARTICLE_COLUMNS)})
 SELECT {", ".join(ARTICLE_COLUMNS)} FROM incoming_articles
@@ -80,7 +83,7 @@ ON CONFLICT (id) DO UPDATE SET
     language = excluded.language,
     content_hash = excluded.content_hash,
     updated_at = excluded.updated_at
-WHERE (raw_articles.feed_url = excluded.feed_url OR raw_articles.source_name = excluded.source_name)
+WHERE {_same_source("raw_articles", "excluded")}
   AND (raw_articles.content_hash <> excluded.content_hash
        OR (raw_articles.date_inferred AND NOT excluded.date_inferred))
 """
@@ -104,6 +107,15 @@ def article_frame(columns: dict[str, list]) -> pl.DataFrame:
     return pl.from_arrow(pa.table(arrays))  # type: ignore[return-value]
 
 
+def stored_sources(con: duckdb.DuckDBPyConnection, ids: list[str]) -> dict[str, tuple[str, str]]:
+    """``{id: (feed_url, source_name)}`` of the stored articles among ``ids``: the source that first brought each."""
+    if not ids:
+        return {}
+    rows = con.execute("SELECT id, feed_url, source_name FROM raw_articles WHERE id IN (SELECT unnest(?::VARCHAR[]))",
+                       [ids]).fetchall()
+    return {r[0]: (r[1], r[2]) for r in rows}
+
+
 def merge_articles(con: duckdb.DuckDBPyConnection, frame: pl.DataFrame) -> tuple[set[str], set[str]]:
     """Upsert a batch (ids must be unique in it); returns ``(new ids, updated ids)``.
 
@@ -121,7 +133,7 @@ def merge_articles(con: duckdb.DuckDBPyConnection, frame: pl.DataFrame) -> tuple
             SELECT i.id, r.id IS NULL
             FROM incoming_articles i LEFT JOIN raw_articles r ON r.id = i.id
             WHERE r.id IS NULL
-               OR ({_SAME_SOURCE} AND (r.content_hash <> i.content_hash OR (r.date_inferred AND NOT i.date_inferred)))
+               OR ({_same_source("r", "i")} AND (r.content_hash <> i.content_hash OR (r.date_inferred AND NOT i.date_inferred)))
             """
         ).fetchall()
         con.execute(_MERGE_SQL)

@@ -161,6 +161,7 @@ def ingest(
 
     cols: dict[str, list] = {c: [] for c in raw.ARTICLE_COLUMNS}
     owner: dict[str, int] = {}  # article id -> index of the result (feed) whose row is merged
+    copies: dict[str, list[tuple[int, Feed, dict]]] = {}  # article id -> (result index, feed, row) per copy
     results: list[FeedResult] = []
     state_rows: list[dict] = []
     saved_state: set[str] = set()
@@ -206,11 +207,10 @@ def ingest(
             if aid is None:
                 skipped += 1
                 continue
-            if aid in owner:
-                continue
-            owner[aid] = len(results) - 1
+            if any(copy[1] is feed for copy in copies.get(aid, ())):
+                continue  # twice in one feed: its first
             when, inferred = published_at(entry.published, fetched_at)
-            for name, value in (
+            copies.setdefault(aid, []).append((len(results) - 1, feed, dict((
                 ("id", aid),
                 ("source_name", feed.name),
                 ("feed_url", feed.url),
@@ -228,12 +228,22 @@ def ingest(
                 ("updated_at", fetched_at),
                 ("language", language),
                 ("content_hash", content_hash(entry)),
-            ):
-                cols[name].append(value)
+            ))))
         if skipped:
             note = f"{skipped} items skipped: no link, guid or title"
             result.warning = f"{result.warning}; {note}" if result.warning else note
 
+    # One row per article: the first copy (feeds in file order), unless the article is stored already and another
+    # copy comes from the source that first brought it, the only one that updates it (warehouse.raw).
+    stored = raw.stored_sources(con, [aid for aid, found in copies.items() if len(found) > 1])
+    for aid, found in copies.items():
+        index, _, row = found[0]
+        if aid in stored:
+            url, name = stored[aid]
+            index, _, row = next((c for c in found if c[1].url == url or c[1].name == name), found[0])
+        owner[aid] = index
+        for name, value in row.items():
+            cols[name].append(value)
     articles = raw.article_frame(cols)
     t_built = time.perf_counter()
     crash_point("ingest:fetched")
