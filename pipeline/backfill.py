@@ -9,6 +9,7 @@ queues only the partitions still unscored (a partition whose result is already o
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import date, timedelta
@@ -19,8 +20,11 @@ from warehouse.config import Settings
 POLL_SECONDS = 0.25
 # How long the backfill keeps polling while Redis is away (a restart) before it gives up with one line.
 REDIS_RETRY_SECONDS = 120.0
-# How often the backfill asks Redis whether it restarted (its run_id changes), to queue again what it may have lost.
+# How often the backfill checks that Redis still holds its marker key: a Redis that restarted without persistence
+# comes back empty (queued tasks and results gone, the marker too), and the days not merged are queued again.
 RESTART_CHECK_SECONDS = 2.0
+MARKER_PREFIX = "cryptowire:backfill:"
+MARKER_SECONDS = 24 * 3600  # refreshed at every check; left by a killed backfill, it expires
 
 
 @dataclass
@@ -73,11 +77,6 @@ def _unscored(con: Any, part: Any, model_version: str, tagger_version: str) -> i
     ).fetchall()[0][0]
 
 
-def _server_id(client: Any) -> str:
-    """Redis's run_id: a new one after every restart."""
-    return str(client.info("server").get("run_id"))
-
-
 def run_backfill(
     settings: Settings,
     since: date,
@@ -100,7 +99,7 @@ def run_backfill(
 
     client = redis.Redis.from_url(settings.redis_url or "", socket_connect_timeout=5, socket_timeout=5)
     try:  # before exporting anything
-        server_id = _server_id(client)
+        client.ping()
     except redis.RedisError as exc:
         raise ValueError(f"cannot reach Redis at CRYPTOWIRE_REDIS_URL ({exc}): start it or fix the URL") from exc
     settings.ensure_dirs()
@@ -127,6 +126,12 @@ def run_backfill(
     say(f"queued {len(parts)} partition(s), {report.articles} articles")
     outcomes = {p.input_id: PartitionOutcome(p.day.isoformat(), p.input_id, p.articles) for p in parts}
     report.partitions = list(outcomes.values())
+    marker = f"{MARKER_PREFIX}{uuid.uuid4().hex}"
+    try:
+        client.set(marker, "queued", ex=MARKER_SECONDS)  # before the tasks: a Redis that loses them loses it too
+    except redis.RedisError as exc:
+        raise RedisUnreachable(f"Redis at CRYPTOWIRE_REDIS_URL went away before the days were queued ({exc}); "
+                               "start it and run the same backfill again") from exc
     pending = dict(zip([r.id for r in queue([str(p.input_path.relative_to(root)) for p in parts])], parts,
                        strict=True))
     results = {task_id: None for task_id in pending}
@@ -142,16 +147,16 @@ def run_backfill(
         done = []
         try:
             if redis_lost is not None or time.monotonic() - checked > RESTART_CHECK_SECONDS:
-                checked, now_id = time.monotonic(), _server_id(client)
-                if now_id != server_id:
-                    # A Redis without persistence comes back empty: queued tasks and results are gone. Queue the
-                    # days not merged again; a day already computed is only picked up (its result is on disk).
-                    say(f"Redis restarted: queuing {len(pending)} partition(s) again in case it lost them")
+                checked = time.monotonic()
+                if not client.expire(marker, MARKER_SECONDS):  # the key is gone: so are the queued tasks
+                    # A day already computed is only picked up again (its result is on disk); twice changes nothing.
+                    say(f"Redis lost its data (restarted without persistence?): queuing {len(pending)} "
+                        "partition(s) again")
                     parts_left = list(pending.values())
                     sent = queue([str(p.input_path.relative_to(root)) for p in parts_left])
                     pending = dict(zip([r.id for r in sent], parts_left, strict=True))
                     results = {task_id: None for task_id in pending}
-                    server_id = now_id
+                    client.set(marker, "queued", ex=MARKER_SECONDS)
             for task_id, part in pending.items():
                 res = results[task_id] or app.AsyncResult(task_id)
                 results[task_id] = res
@@ -217,6 +222,10 @@ def run_backfill(
                     "running (`cryptowire worker`)? They stay queued: run the same backfill again to merge them"
                 )
             time.sleep(POLL_SECONDS)
+    try:
+        client.delete(marker)
+    except redis.RedisError:
+        pass  # it expires
     report.merged_articles = sum(o.applied for o in report.partitions)
     report.ok = all(o.status == "merged" for o in report.partitions)
     report.seconds = round(time.perf_counter() - started, 3)
