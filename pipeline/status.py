@@ -291,7 +291,8 @@ def render(report: dict[str, Any]) -> str:
         lines.append("tables:")
         lines += [f"  {t:<26} {n:>8}" for t, n in report["counts"].items()]
         newest = report["newest_article"]
-        lines.append(f"newest article: {_shown(newest) if newest else 'none'}")
+        # undated items carry their fetch time: the newest *dated* one says how fresh the feeds are
+        lines.append(f"newest dated article: {_shown(newest) if newest else 'none'}")
     serving = report.get("serving") or {"complete": False, "current": None, "problem": "unknown"}
     if serving["complete"]:
         lines.append(f"serving snapshot: {serving['current']} (complete)")

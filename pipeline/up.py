@@ -13,6 +13,21 @@ UP_KEY_NAME = "cryptowire up"
 QUERY = "query CryptoNews($after: String, $first: Int) { cryptoNews(after: $after, first: $first) { pageInfo { hasNextPage endCursor } edges { node { title sentiment tickers topics sourceName newsUrl } } } }"
 
 
+def port_in_use(settings: Settings) -> str | None:
+    """Why the API could not listen where settings say, or None. `up` asks before it materializes and before it
+    revokes the previous `up` key: a server still running there would keep serving with that key revoked."""
+    import socket
+
+    with socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            sock.bind((settings.host, settings.port))
+        except OSError as exc:
+            return (f"cannot listen on {settings.host}:{settings.port} ({exc.strerror}): is another `cryptowire up` "
+                    "or `serve` still running there? Stop it, or set CRYPTOWIRE_PORT to a free port")
+    return None
+
+
 def local_key(settings: Settings) -> str:
     """A fresh key for this session (keys are stored hashed, so an old one cannot be shown again);
     the previous `cryptowire up` keys are revoked so they do not pile up."""

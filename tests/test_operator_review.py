@@ -253,3 +253,20 @@ def test_status_says_when_the_url_names_postgres_but_the_instance_is_still_sqlit
     assert report["assets"] and "dagster.yaml" not in str(report.get("runs_error"))
     assert "note: CRYPTOWIRE_DATABASE_URL names Postgres" in _cli(home, "status", CRYPTOWIRE_DATABASE_URL=url).stdout
     assert "instance_note" not in json.loads(_cli(home, "status", "--json").stdout)
+
+
+def test_up_refuses_a_port_in_use_before_it_materializes_or_revokes_a_key(tmp_path: Path) -> None:
+    """`make run` while another one still served: it materialized, revoked the key the running server had printed,
+    printed a new one, then failed to bind; the running server kept going with its key revoked."""
+    home = tmp_path / "home"
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        out = _cli(home, "up", CRYPTOWIRE_PORT=str(port))
+    assert out.returncode == 1, out
+    assert f"cannot listen on 127.0.0.1:{port}" in out.stderr and "CRYPTOWIRE_PORT" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
+    assert not (home / "warehouse.duckdb").exists()  # nothing materialized
+    keys = json.loads(_cli(home, "keys", "list", "--json").stdout)
+    assert keys == [] or all(k["name"] != "cryptowire up" for k in keys), keys

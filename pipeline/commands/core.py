@@ -142,7 +142,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def status(as_json: bool = JSON) -> None:
-        """Show the data home, row counts, the newest article, the last run per asset and per-feed health."""
+        """Show the data home, row counts, the newest dated article, the last run per asset and per-feed health."""
         from pipeline.status import collect
 
         report = collect(_settings())
@@ -193,6 +193,12 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JSON,
     ) -> None:
         """Materialize every asset (on the bundled sample by default), print what landed, then serve the API."""
+        if serve:
+            from pipeline.up import port_in_use
+
+            problem = port_in_use(_settings())
+            if problem:
+                fail(problem)
         summary = run_materialize(feeds, None, as_json, wait_timeout)
         if not summary.ok:
             fail("the pipeline failed (see above); nothing to serve")
@@ -202,8 +208,11 @@ def register(app: typer.Typer) -> None:
         if not as_json:
             typer.echo(render(report))
         if serve:
-            from pipeline.up import serve_after_up
+            from pipeline.up import port_in_use, serve_after_up
 
+            problem = port_in_use(_settings())  # again: the port may have been taken while materializing
+            if problem:
+                fail(problem)
             serve_after_up(_settings())
 
     @app.command()
