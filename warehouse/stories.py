@@ -9,8 +9,10 @@ from typing import Any
 import duckdb
 import polars as pl
 
-NEW_SQL = """
-SELECT a.id, a.published_at, a.title, a.summary, coalesce(a.tickers, []::VARCHAR[]), a.source_name
+# What the grouping needs of an article before it is embedded: (id, published_at, title, summary, tickers, source)
+ARTICLE_COLUMNS = "a.id, a.published_at, a.title, a.summary, coalesce(a.tickers, []::VARCHAR[]), a.source_name"
+NEW_SQL = f"""
+SELECT {ARTICLE_COLUMNS}
 FROM articles a ANTI JOIN story_articles s ON s.article_id = a.id
 ORDER BY a.published_at, a.id
 """
@@ -61,9 +63,8 @@ def article_texts(con: duckdb.DuckDBPyConnection, ids: list[str]) -> list[tuple[
     """``new_articles``' columns for ``ids``: ``(id, published_at, title, summary, tickers, source_name)``."""
     if not ids:
         return []
-    return con.execute(
-        "SELECT id, published_at, title, summary, coalesce(tickers, []::VARCHAR[]), source_name FROM articles "
-        "WHERE id IN (SELECT unnest(?::VARCHAR[])) ORDER BY published_at, id", [ids]).fetchall()
+    return con.execute(f"SELECT {ARTICLE_COLUMNS} FROM articles a WHERE a.id IN (SELECT unnest(?::VARCHAR[])) "
+                       "ORDER BY a.published_at, a.id", [ids]).fetchall()
 
 
 def missing_embeddings(con: duckdb.DuckDBPyConnection, ids: list[str], encoder: str) -> list[str]:

@@ -66,16 +66,14 @@ def _items(frame: pl.DataFrame, times: list[datetime], tickers: list[list[str]],
 def refresh_stories(con: duckdb.DuckDBPyConnection, embed_fn: Embed = embed, encoder: str = ENCODER_VERSION,
                     now: datetime | None = None, clusterer: Clusterer | None = None) -> StoriesReport:
     now = now or utcnow()
+    c = clusterer or Clusterer()
     new = ws.new_articles(con)
-    todo = ws.missing_embeddings(con, [r[0] for r in new], encoder)
-    want = set(todo)
+    want = set(ws.missing_embeddings(con, [r[0] for r in new], encoder))
     rows = [r for r in new if r[0] in want]
     if new:  # grouped articles the new ones will meet, stored by an older encoder version: embedded again too
-        c0 = clusterer or Clusterer()
-        older = ws.missing_embeddings(con, ws.window_ids(con, *ws.reach(c0.window, new[0][1], new[-1][1])), encoder)
-        rows += ws.article_texts(con, older)
-        todo = todo + older
-    if todo:  # outside the grouping transaction: computing them is the slow part, and they stay valid
+        rows += ws.article_texts(con, ws.missing_embeddings(
+            con, ws.window_ids(con, *ws.reach(c.window, new[0][1], new[-1][1])), encoder))
+    if rows:  # outside the grouping transaction: computing them is the slow part, and they stay valid
         text = embed_fn([story_text(r[2], r[3]) for r in rows])
         title = embed_fn([r[2] for r in rows])
         sents = embed_sentences([sentences(r[2], r[3]) for r in rows], embed_fn)
@@ -86,7 +84,6 @@ def refresh_stories(con: duckdb.DuckDBPyConnection, embed_fn: Embed = embed, enc
                  [float(x) for x in np.asarray(sents[k]).reshape(-1)])
                 for k, r in enumerate(rows)
             ], encoder, now)
-    c = clusterer or Clusterer()
     seeded = 0
     touched = 0
     with transaction(con):
@@ -104,4 +101,4 @@ def refresh_stories(con: duckdb.DuckDBPyConnection, embed_fn: Embed = embed, enc
             assigned = [(it.id, c.add(it), it.published_at) for it in items]
             touched = ws.save_assignments(con, assigned, now)
         count = con.execute("SELECT count(*) FROM stories").fetchall()[0][0]
-    return StoriesReport(len(new), len(todo), seeded, touched, int(count), resynced)
+    return StoriesReport(len(new), len(rows), seeded, touched, int(count), resynced)
