@@ -169,13 +169,19 @@ def test_sources_group_and_every_article_has_one_story(home: Path) -> None:
         con.close()
 
 
-def test_ids_are_stable_and_a_late_article_joins(tmp_path: Path) -> None:
+def _grouped(tmp_path: Path) -> duckdb.DuckDBPyConnection:
+    """A warehouse with the articles above, grouped once."""
     con = connect(tmp_path / "warehouse.duckdb")
+    con.execute("BEGIN")
+    write(con, Data(articles(), []))
+    con.execute("COMMIT")
+    refresh_stories(con)
+    return con
+
+
+def test_ids_are_stable_and_a_late_article_joins(tmp_path: Path) -> None:
+    con = _grouped(tmp_path)
     try:
-        con.execute("BEGIN")
-        write(con, Data(articles(), []))
-        con.execute("COMMIT")
-        refresh_stories(con)
         before = _stories(con)
         again = refresh_stories(con)  # a second materialization finds nothing to do and changes nothing
         assert again.new == 0 and again.embedded == 0 and _stories(con) == before
@@ -196,12 +202,8 @@ def test_ids_are_stable_and_a_late_article_joins(tmp_path: Path) -> None:
 def test_a_re_dated_or_removed_article_brings_its_story_in_step(tmp_path: Path) -> None:
     """An article's date corrected after grouping (an inferred date replaced by the real one) left its story's
     first_seen and the grouping window's time as they were; a story whose every article was removed stayed."""
-    con = connect(tmp_path / "warehouse.duckdb")
+    con = _grouped(tmp_path)
     try:
-        con.execute("BEGIN")
-        write(con, Data(articles(), []))
-        con.execute("COMMIT")
-        refresh_stories(con)
         etf = _stories(con)["a_0000000000000000"]
         solo = _stories(con)["a_0000000000000005"]  # the Solana DEX story, one article
         earlier = T0 - timedelta(hours=2)
@@ -225,12 +227,8 @@ def test_articles_stored_by_an_older_encoder_are_embedded_again_when_new_ones_me
     with are embedded again; the ones no new article reaches are left as they are, and nobody moves story."""
     from pipeline.stories.features import ENCODER_VERSION
 
-    con = connect(tmp_path / "warehouse.duckdb")
+    con = _grouped(tmp_path)
     try:
-        con.execute("BEGIN")
-        write(con, Data(articles(), []))
-        con.execute("COMMIT")
-        refresh_stories(con)
         before = _stories(con)
         con.execute("UPDATE article_embeddings SET encoder = 'an older one', sent_vecs = NULL")
         con.execute("BEGIN")
