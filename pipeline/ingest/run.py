@@ -239,8 +239,8 @@ def ingest(
     for aid, found in copies.items():
         index, _, row = found[0]
         if aid in stored:
-            url, name = stored[aid]
-            index, _, row = next((c for c in found if c[1].url == url or c[1].name == name), found[0])
+            first_url, first_name = stored[aid]
+            index, _, row = next((c for c in found if c[1].url == first_url or c[1].name == first_name), found[0])
         owner[aid] = index
         for name, value in row.items():
             cols[name].append(value)
