@@ -77,8 +77,16 @@ def test_materialize_sample_end_to_end_and_again(isolated_home: Path) -> None:
     finally:
         con.close()
 
-    # A second run with the same feeds changes nothing and scores nothing.
-    second = _invoke("materialize")
+    # A second run with the same feeds changes nothing and scores nothing, so it never loads the model: in a
+    # process of its own, as the schedule starts one, neither torch nor transformers get imported.
+    code = (
+        "import sys; from pipeline.cli import main; sys.argv = ['cryptowire', 'materialize', '--json']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "sys.stderr.write('LOADED ' + repr([m for m in ('torch', 'transformers') if m in sys.modules]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=300)
+    assert out.returncode == 0 and "LOADED []" in out.stderr, out.stderr[-3000:]
+    second = json.loads(out.stdout)
     by_asset = {a["asset"]: a for a in second["assets"]}
     assert by_asset["raw_articles"]["metadata"]["new"] == 0
     assert by_asset["raw_articles"]["metadata"]["updated"] == 0

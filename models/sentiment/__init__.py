@@ -10,6 +10,7 @@ Importing this package is cheap; torch/transformers load on the first `load_mode
 from models.sentiment.errors import ModelLoadError
 from models.sentiment.model import (
     TOKEN_BUDGET,
+    OnFirstUse,
     Prediction,
     SentimentModel,
     article_text,
@@ -20,6 +21,7 @@ from models.sentiment.model import (
 __all__ = [
     "TOKEN_BUDGET",
     "ModelLoadError",
+    "OnFirstUse",
     "Prediction",
     "SentimentModel",
     "article_text",

@@ -12,12 +12,12 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
-
-import torch
-from safetensors.torch import load_file, save_file
+from typing import TYPE_CHECKING, Any
 
 from models.sentiment.errors import ModelLoadError
+
+if TYPE_CHECKING:  # torch loads only where tensors are read or written: a version check needs none
+    import torch
 
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 DELTA_FILE = "sentiment-delta.safetensors"
@@ -28,6 +28,8 @@ ENC = "encoder."
 
 def encode_delta(base: dict[str, torch.Tensor], tuned: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Tensors to store for the encoder state dict `tuned` relative to `base` (same keys)."""
+    import torch
+
     out: dict[str, torch.Tensor] = {}
     for name, weight in tuned.items():
         if not weight.is_floating_point():
@@ -70,6 +72,8 @@ def sha256_file(path: Path) -> str:
 def write_delta(
     directory: Path, tensors: dict[str, torch.Tensor], config: dict[str, Any]
 ) -> tuple[Path, Path]:
+    from safetensors.torch import save_file
+
     directory.mkdir(parents=True, exist_ok=True)
     delta_path = directory / DELTA_FILE
     save_file(tensors, str(delta_path), metadata={"format": FORMAT})
@@ -88,6 +92,14 @@ def write_delta(
 
 def read_delta(directory: Path = WEIGHTS_DIR) -> tuple[dict[str, torch.Tensor], dict[str, Any], str]:
     """(tensors, config, version) after checking the delta's checksum against its config."""
+    from safetensors.torch import load_file
+
+    config, version = check_delta(directory)
+    return load_file(str(directory / config["delta"]["file"])), config, version
+
+
+def check_delta(directory: Path = WEIGHTS_DIR) -> tuple[dict[str, Any], str]:
+    """(config, version) after checking the delta's checksum against its config, without loading torch."""
     config_path = directory / CONFIG_FILE
     if not config_path.is_file():
         raise ModelLoadError(
@@ -115,4 +127,4 @@ def read_delta(directory: Path = WEIGHTS_DIR) -> tuple[dict[str, torch.Tensor], 
             "Restore both files from git or retrain with `python -m models.train`"
         )
     version = hashlib.sha256(data + config_path.read_bytes()).hexdigest()[:12]
-    return load_file(str(delta_path)), config, version
+    return config, version

@@ -204,9 +204,9 @@ def int8_model_version(directory: Path | None = None) -> str:
     """The ``model_version`` ``load_model()`` gives its articles, without building the model: what a process that
     hands work to others (``cryptowire backfill``) compares against."""
     from models.sentiment import runtime
-    from models.sentiment.delta import WEIGHTS_DIR, read_delta
+    from models.sentiment.delta import WEIGHTS_DIR, check_delta
 
-    _, _, delta_version = read_delta(directory or WEIGHTS_DIR)
+    _, delta_version = check_delta(directory or WEIGHTS_DIR)
     calibration = runtime.calibration_texts((directory or WEIGHTS_DIR) / runtime.CALIBRATION_FILE)
     return _version(delta_version, _int8_tag(calibration))
 
@@ -232,6 +232,23 @@ def load_model(*, threads: int | None = None, cache_dir: Path | None = None) -> 
 
             torch.set_num_threads(threads)
         return _cached
+
+
+class OnFirstUse:
+    """The shipped model as `load_model` gives it, built at its first `predict` of any text: a run with nothing to
+    score (most scheduled polls) does not spend the seconds torch and the tokenizer take to load."""
+
+    def __init__(self, *, threads: int | None = None, cache_dir: Path | None = None) -> None:
+        self.version = int8_model_version()
+        self._threads, self._cache_dir = threads, cache_dir
+
+    def predict(self, texts: Sequence[str]) -> list[Prediction]:
+        if not texts:
+            return []
+        model = load_model(threads=self._threads, cache_dir=self._cache_dir)
+        if model.version != self.version:  # both read the same files: only a change mid-run can tell them apart
+            raise ModelLoadError(f"the model changed while loading ({self.version} -> {model.version}); run again")
+        return model.predict(texts)
 
 
 _TAG = re.compile(r"<[^>]+>")

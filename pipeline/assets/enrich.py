@@ -38,12 +38,12 @@ def crypto_assets(warehouse: WarehouseResource) -> dg.MaterializeResult:
     ),
 )
 def articles(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
-    from models.sentiment import article_text, load_model
+    from models.sentiment import OnFirstUse, article_text
     from models.tagging import get_tagger
     from pipeline.enrich import enrich_articles
 
     settings = get_settings()
-    model = load_model(threads=settings.sentiment_threads or None, cache_dir=settings.models_dir)
+    model = OnFirstUse(threads=settings.sentiment_threads or None, cache_dir=settings.models_dir)
     tagger = get_tagger()
     with warehouse.connect() as con:
         report = enrich_articles(con, model, article_text, tagger)
