@@ -18,8 +18,11 @@ from starlette.routing import BaseRoute, Route
 from accounts.apis import APIS, Caller, Charge
 from api.errors import ApiError
 
-__all__ = ["APIS", "Access", "Caller", "Charge", "StaticKeys", "missing_key_routes"]
+__all__ = ["APIS", "KEYED_PREFIXES", "Access", "Caller", "Charge", "StaticKeys", "missing_key_routes"]
 ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+# Every route that takes a key: the prefix, then the key as the last path segment. The access log redacts what
+# follows a prefix, and the 404 of a path with more after the key says where the key goes.
+KEYED_PREFIXES = ("/crypto-news/", "/prediction-events/", "/api/html-to-pdf/", "/api/usage/")
 
 
 def missing_key_routes(template: str, graphql: bool) -> list[BaseRoute]:

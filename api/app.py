@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from api import metrics, news, overview, pdf, usage
-from api.access import Access
+from api.access import KEYED_PREFIXES, Access
 from api.errors import ApiError
 from api.metrics import MetricsMiddleware
 from warehouse.config import Settings, get_settings
@@ -40,6 +40,9 @@ async def http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
     code, message = _ROUTER_ERRORS.get(exc.status_code, ("HTTP_ERROR", str(exc.detail)))
     message = message.replace("{method}", request.method)
+    prefix = next((p for p in KEYED_PREFIXES if request.url.path.startswith(p)), None)
+    if exc.status_code == 404 and prefix:  # something after the key (or a key with a slash in it)
+        message = f"nothing may follow the access key: call {prefix}{{accessKey}} with the key as the last path segment"
     headers = dict(exc.headers or {})
     if "Allow" in headers:  # the router lists a set, in no fixed order
         allowed = set(headers["Allow"].split(", "))

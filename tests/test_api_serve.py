@@ -27,11 +27,18 @@ PROJECT = Path(__file__).resolve().parents[1]
         ("/crypto-news/cw_live_SECRET", "/crypto-news/***"),
         ("/prediction-events/cw_live_SECRET/", "/prediction-events/***"),
         ("/api/usage/cw_live_SECRET?days=7", "/api/usage/***?***"),
-        ("/pdf/cw_live_SECRET", "/pdf/***"),
+        ("/pdf/cw_live_SECRET", "/***"),
         ("/healthz", "/healthz"),
         ("/readyz?x=1", "/readyz?***"),
         ("/assets/graphiql/graphiql.min.js", "/assets/graphiql/graphiql.min.js"),
         ("/cw_live_SECRET", "/***"),
+        # more after the key, a key cut by an encoded slash, a key sent to a wrong endpoint: none of it shows
+        ("/crypto-news/cw_live_SECRET/graphql", "/crypto-news/***"),
+        ("/api/html-to-pdf/cw_live_SECRET/x?url=y", "/api/html-to-pdf/***?***"),
+        ("/crypto-news/cw_live_SE/CRET", "/crypto-news/***"),
+        ("/crypto-newz/cw_live_SECRET", "/***"),
+        ("/crypto-news", "/crypto-news"),
+        ("/api/usage/", "/api/usage/"),
     ],
 )
 def test_redact_path(given: str, expected: str) -> None:
@@ -78,6 +85,9 @@ def test_serve_runs_the_app_and_redacts_keys_from_the_access_log(tmp_path: Path,
             assert secret not in r.text
         assert httpx.get(f"http://127.0.0.1:{port}/crypto-news/{secret}",
                          headers={"accept": "text/html"}).status_code == 200
+        # more after the key: the 404 says where the key goes, and the log shows none of the path after the prefix
+        r = httpx.post(f"http://127.0.0.1:{port}/crypto-news/{secret}/graphql", json={"query": "{ tickers }"})
+        assert r.status_code == 404 and "last path segment" in r.json()["error"]["message"], r.text
     finally:
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=30)
@@ -89,6 +99,16 @@ def test_serve_runs_the_app_and_redacts_keys_from_the_access_log(tmp_path: Path,
     assert '"POST /crypto-news/*** HTTP/1.1"' in out, out
     assert '"POST /prediction-events/***?*** HTTP/1.1"' in out
     assert '"GET /readyz HTTP/1.1" 200' in out
+    assert '"POST /crypto-news/*** HTTP/1.1" 404' in out
+
+
+def test_every_keyed_route_has_a_prefix_the_access_log_redacts(tmp_path: Path) -> None:
+    from api.access import KEYED_PREFIXES
+    from api.app import create_app
+    from warehouse.config import Settings
+
+    keyed = [r.path for r in create_app(Settings(home=tmp_path)).routes if "{accessKey}" in getattr(r, "path", "")]
+    assert keyed and all(p.startswith(KEYED_PREFIXES) for p in keyed), keyed
 
 
 def test_the_app_loads_without_torch_dagster_or_matplotlib(tmp_path: Path) -> None:

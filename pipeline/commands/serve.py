@@ -1,7 +1,8 @@
 """`cryptowire serve`: the API under uvicorn, with an access log that never shows an access key.
 
-Every keyed route takes the key as its last path segment, so the access log replaces the last segment of every
-path (except a few keyless ones) with ``***`` and drops query strings. The filter sits on the ``uvicorn.access``
+Every keyed route takes the key as its last path segment after a known prefix, so the access log replaces all that
+follows the prefix with ``***`` (a client may put more after the key), every other path but a few keyless ones
+with ``/***`` (a key sent to a wrong endpoint is still a key), and drops query strings. The filter sits on the ``uvicorn.access``
 logger itself, so every handler (console, JSON, files) only ever sees the redacted line.
 """
 
@@ -19,15 +20,19 @@ KEYLESS_PREFIXES = ("/assets/", "/static/")
 
 
 def redact_path(full_path: str) -> str:
-    """``/crypto-news/cw_live_abc?x=1`` -> ``/crypto-news/***?***``; keyless paths stay as they are."""
+    """``/crypto-news/cw_live_abc/x?y=1`` -> ``/crypto-news/***?***``; keyless paths stay as they are."""
+    from api.access import KEYED_PREFIXES
+
     path, sep, _query = str(full_path).partition("?")
     query = f"?{REDACTED}" if sep else ""
     if path in KEYLESS_PATHS or path.startswith(KEYLESS_PREFIXES):
         return path + query
-    head, slash, last = path.rstrip("/").rpartition("/")
-    if not slash or not last:
-        return path + query
-    return f"{head}/{REDACTED}" + query
+    for prefix in KEYED_PREFIXES:
+        if path.rstrip("/") == prefix.rstrip("/"):
+            return path + query  # the endpoint without a key
+        if path.startswith(prefix):
+            return prefix + REDACTED + query
+    return "/" + REDACTED + query
 
 
 class RedactAccessKeys(logging.Filter):
