@@ -26,6 +26,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from api import bodies
 from api.access import ALL_METHODS, Caller, Charge, missing_key_routes
 from api.cost import query_cost
 from api.errors import ApiError
@@ -221,8 +222,8 @@ class NewsComponent:
             if len(body) > MAX_BODY_BYTES:
                 raise ApiError(413, "PAYLOAD_TOO_LARGE", f"the request body is over {MAX_BODY_BYTES // 1024} KB")
         try:
-            payload = json.loads(body)
-        except (ValueError, UnicodeDecodeError) as exc:
+            payload = bodies.loads(body)
+        except ValueError as exc:
             raise ApiError(400, "BAD_REQUEST", f"malformed JSON body ({exc}): send {{\"query\": \"...\"}}") from None
         if not isinstance(payload, dict):
             raise ApiError(400, "BAD_REQUEST", 'the body must be a JSON object: {"query", "variables"?, "operationName"?}')

@@ -327,6 +327,16 @@ def test_request_errors(server: ApiServer) -> None:
     for body in ([{"query": "{ usage { plan } }"}], {"query": 3}, {"query": "{ usage { plan } }", "variables": []}):
         r = post(server, body)
         assert r.status_code == 400 and code(r) == "BAD_REQUEST", body
+    # a string cut inside an emoji (a lone surrogate escape), in a variable or the query; JSON nested deeper than
+    # the parser goes: each a 400 that says so, not a 500 (or a charge)
+    for raw in (b'{"query": "query($s: String) { cryptoNews(search: $s) { edges { cursor } } }", '
+                b'"variables": {"s": "\\ud800"}}',
+                b'{"query": "{ tickers } #\\ud800"}',
+                b'{"query": "{ tickers }", "variables": {"x": ' + b"[" * 5000 + b"]" * 5000 + b"}}"):
+        r = httpx.post(url, content=raw, headers={"content-type": "application/json"})
+        assert r.status_code == 400 and code(r) == "BAD_REQUEST", r.text
+        assert "x-cu-cost" not in r.headers
+    assert "surrogate" in r.text or "nested" in r.text
     r = post(server, {"query": "{ cryptoNews { edges { nope } } }"})
     assert r.status_code == 400 and code(r) == "GRAPHQL_VALIDATION_FAILED"
     assert r.json()["errors"][0]["locations"]

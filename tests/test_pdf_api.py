@@ -335,6 +335,12 @@ def test_dialogs_are_dismissed_and_downloads_refused(env: Env) -> None:
         ({"json": ["http://example.com"]}, 400, "INVALID_JSON"),
         ({"json": {"url": "http://example.com/", "disposition": "download"}}, 400, "INVALID_PARAMETER"),
         ({"json": {}}, 400, "INVALID_PARAMETER"),
+        ({"content": b'{"url": "http://example.com/", "x": ' + b"[" * 5000 + b"]" * 5000 + b"}",
+          "headers": {"content-type": "application/json"}}, 400, "INVALID_JSON"),
+        ({"content": b'{"url": "http://example.com/?\\ud800"}', "headers": {"content-type": "application/json"}},
+         400, "INVALID_JSON"),
+        ({"content": b'{"url": "http://example.com/", "timeoutMs": 1' + b"0" * 400 + b"}",
+          "headers": {"content-type": "application/json"}}, 400, "INVALID_PARAMETER"),
     ],
 )
 def test_post_errors(env: Env, kwargs: dict, status: int, code: str) -> None:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 
+from api import bodies
 from api.access import Caller, Charge
 from api.errors import ApiError
 from api.pdf.filename import content_disposition
@@ -52,10 +52,10 @@ async def read_raw(request: Request) -> dict[str, Any]:
         if len(body) > MAX_BODY:
             raise too_big
     try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        raise ApiError(400, "INVALID_JSON", "the body is not valid JSON; send an object like {\"url\": \"https://…\"}") \
-            from None
+        data = bodies.loads(body)
+    except ValueError as exc:
+        raise ApiError(400, "INVALID_JSON", f"the body is not valid JSON ({exc}); send an object like "
+                       "{\"url\": \"https://…\"}") from None
     if not isinstance(data, dict):
         raise ApiError(400, "INVALID_JSON", "the body must be a JSON object like {\"url\": \"https://…\"}")
     return data

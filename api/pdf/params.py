@@ -139,7 +139,10 @@ def _number(raw: Mapping[str, Any], name: str) -> float | None:
     if isinstance(value, bool):
         raise bad(name, "must be a number, not a boolean")
     if isinstance(value, int | float):
-        number = float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an integer of hundreds of digits
+            raise bad(name, "is far too large") from None
     elif isinstance(value, str):
         try:
             number = float(value)

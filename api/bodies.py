@@ -1,0 +1,33 @@
+"""JSON request bodies: what every endpoint checks before it reads a field."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def loads(body: bytes | bytearray) -> Any:
+    """The decoded body. `ValueError` says what is wrong: not JSON, not UTF-8, nested too deeply for the parser
+    (a 500 otherwise), or a string holding a lone UTF-16 surrogate ("\\ud800" escaped without its pair: what a
+    client sends when it cuts a string inside an emoji), which no database or URL can take."""
+    try:
+        data = json.loads(body)
+    except RecursionError:
+        raise ValueError("the JSON is nested too deeply") from None
+    stack = [data]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError(
+                    f"the string {value[:40]!r} holds a lone UTF-16 surrogate (an escape such as \\ud800 without "
+                    "its pair); send valid Unicode"
+                ) from None
+        elif isinstance(value, dict):
+            stack.extend(value)
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return data
