@@ -350,8 +350,9 @@ def test_post_errors(env: Env, kwargs: dict, status: int, code: str) -> None:
     assert r.json()["error"]["message"]
 
 
-def test_a_selector_that_cannot_be_parsed_is_400_and_not_charged(env: Env) -> None:
-    r = env.get(url=env.page.url("/hello"), waitForSelector="div[")
+@pytest.mark.parametrize("selector", ["div[", "xpath=//h1["])
+def test_a_selector_that_cannot_be_parsed_is_400_and_not_charged(env: Env, selector: str) -> None:
+    r = env.get(url=env.page.url("/hello"), waitForSelector=selector, timeoutMs=5000)
     assert r.status_code == 400, r.text
     assert r.json()["error"]["code"] == "INVALID_PARAMETER" and "`waitForSelector`" in r.json()["error"]["message"]
     assert "x-cu-cost" not in r.headers  # refunded: nothing charged

@@ -291,7 +291,7 @@ class Session:
 
 # How Playwright words a selector it cannot parse: the caller's mistake (400), not a failed render.
 _SELECTOR_SYNTAX = ("Unexpected token", "is not a valid selector", "Unknown engine", "Malformed selector",
-                    "Unexpected end of selector")
+                    "Unexpected end of selector", "is not a valid XPath expression")
 
 
 def _pdf_options(params: PdfParams) -> dict[str, Any]:
