@@ -101,6 +101,7 @@ navigator.sendBeacon("{s}/beacon", "x");
 window.open("{s}/secret");
 </script></body></html>""")
         page.routes["/navigate-away"] = static(f"<h1>AWAY</h1><script>location.href='{s}/nav'</script>")
+        page.routes["/navigate-redirect"] = static("<h1>AWAY</h1><script>location.href='/to-secret'</script>")
         page.routes["/meta-refresh"] = static(f"<meta http-equiv=refresh content='0;url={s}/nav'><h1>REFRESH</h1>")
         page.routes["/alert"] = static("<script>alert('hi'); confirm('sure?'); prompt('name?')</script><h1>DIALOGS</h1>")
         # loads at once, then holds the print up: a page that cannot be printed within the deadline
@@ -309,6 +310,10 @@ def test_allowed_page_cannot_make_the_browser_reach_internal_addresses(env: Env)
     # a page replacing itself with an internal URL: refused, rather than a PDF of the browser's error page
     r = env.get(url=env.page.url("/navigate-away"), waitUntil="load")
     assert r.status_code == 403 and "navigated to" in r.json()["error"]["message"], r.text
+    # ... or with an allowed URL that redirects to an internal one (redirect hops escape the interceptor)
+    r = env.get(url=env.page.url("/navigate-redirect"), waitUntil="load")
+    assert r.status_code == 403 and "navigated to" in r.json()["error"]["message"], r.text
+    assert "x-cu-cost" not in r.headers
     r = env.get(url=env.page.url("/meta-refresh"), waitUntil="load")  # may print before the refresh fires
     assert r.status_code in (200, 403), r.text
     time.sleep(0.5)  # anything still in flight would have arrived by now

@@ -64,6 +64,7 @@ class TabHandler(Protocol):
     async def on_route(self, route: Any) -> None: ...
     async def on_websocket(self, ws: Any) -> None: ...
     def on_crash(self) -> None: ...
+    def on_request_failed(self, request: Any) -> None: ...
 
 
 @dataclass(eq=False)
@@ -94,6 +95,10 @@ class Tab:
     def crash(self, _page: Any) -> None:
         if self.handler is not None:
             self.handler.on_crash()
+
+    def request_failed(self, request: Any) -> None:
+        if self.handler is not None:
+            self.handler.on_request_failed(request)
 
 
 async def _dismiss(dialog: Any) -> None:
@@ -302,6 +307,7 @@ class BrowserPool:
             raise
         page.on("dialog", lambda d: asyncio.ensure_future(_dismiss(d)))
         page.on("crash", tab.crash)
+        page.on("requestfailed", tab.request_failed)
         tab.page = page
         try:  # the default (print) now, so that most requests need not set it
             await page.emulate_media(media="print")

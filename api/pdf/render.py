@@ -154,6 +154,7 @@ class Session:
         self.main_served = False
         self.page_crashed = False
         self.navigated_away: str | None = None  # set when the page tried to replace itself with a blocked URL
+        self.navigation_failed: tuple[str, str] | None = None  # (url, error) of a later main-frame load that failed
         self.stage = OPENING
         self._handlers: set[asyncio.Task[Any]] = set()
 
@@ -190,8 +191,7 @@ class Session:
                     self.stage = PRINTING
                     pdf = await tab.page.pdf(**_pdf_options(params))
                     self._lap("pdf")
-                    if self.navigated_away:  # the PDF would show the browser's error page, not the page
-                        raise Blocked(self.navigated_away)
+                    self._refuse_error_page()  # the PDF would show the browser's error page, not the page
                     return pdf
                 except TimeoutError:
                     raise
@@ -265,6 +265,27 @@ class Session:
 
     def on_crash(self) -> None:
         self.page_crashed = True
+
+    def on_request_failed(self, request: Any) -> None:
+        try:
+            if self.main_served and request.is_navigation_request() and request.frame == self.page.main_frame:
+                self.navigation_failed = (request.url[:200], request.failure or "failed")
+        except Exception as exc:  # the page closed under us
+            log.debug("pdf: requestfailed for %s: %s", request.url[:200], exc)
+
+    def _refuse_error_page(self) -> None:
+        """The page replaced itself with a URL the interceptor refused, or one that failed to load: a redirect hop
+        of a later navigation is not intercepted, and the egress proxy refuses it, so Chromium shows its error
+        page. Neither is the page asked for."""
+        if self.navigated_away:
+            raise Blocked(self.navigated_away)
+        if self.navigation_failed and self.page.main_frame.url.startswith("chrome-error:"):
+            url, error = self.navigation_failed
+            if any(m in error for m in ("SOCKS", "PROXY", "TUNNEL")):  # the egress proxy refused the connection
+                raise Blocked(f"the page navigated to {url}, which is refused (it leads to a destination the "
+                              f"policy blocks: {error})")
+            raise ApiError(502, "RENDER_FAILED", f"the page navigated to {url}, which failed to load ({error}); "
+                           "there is nothing to print")
 
     def _classify(self, exc: Exception, browser: Browser, params: PdfParams) -> Exception:
         from playwright.async_api import TimeoutError as PlaywrightTimeout
