@@ -67,6 +67,17 @@ def sentiment_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("sentiment-cache")
 
 
+@pytest.fixture(scope="session")
+def built_models(sentiment_cache: Path) -> Path:
+    """`sentiment_cache` with the shipped model's int8 graph built in it (once per session, about 35 s): copied
+    into a data home's models/ (`shutil.copytree(built_models, home / "models")`), it spares a subprocess
+    `materialize` that build. Tests of the build itself start without it."""
+    from models.sentiment import load_model
+
+    load_model(cache_dir=sentiment_cache)
+    return sentiment_cache
+
+
 @pytest.fixture
 def settings(data_home: Path) -> Settings:
     return get_settings()

@@ -8,6 +8,7 @@ nobody touching the data home.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -71,8 +72,9 @@ def _stop(daemon: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
         daemon.wait()
 
 
-def test_a_scheduled_run_cut_off_mid_step_is_recovered_by_the_daemon(tmp_path: Path) -> None:
+def test_a_scheduled_run_cut_off_mid_step_is_recovered_by_the_daemon(tmp_path: Path, built_models: Path) -> None:
     home = tmp_path / "home"
+    shutil.copytree(built_models, home / "models")  # the int8 graph: the runs need not build it
     dagster_home = home / "dagster"
     log = tmp_path / "daemon.log"
     _instance(home).dispose()  # the data home's Dagster home, with the project's dagster.yaml
