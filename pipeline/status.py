@@ -275,7 +275,7 @@ def render(report: dict[str, Any]) -> str:
         f"data home:  {report['home']}",
         f"warehouse:  {report['warehouse']}",
         f"snapshots:  {report['snapshots']}",
-        f"feeds file: {report['feeds_file']} (what runs without --feeds read)",
+        f"feeds file: {report['feeds_file']} ({report.get('feeds_file_note', 'what runs without --feeds read')})",
     ]
     if not report.get("home_exists", True):
         lines.append(NO_HOME)

@@ -61,7 +61,9 @@ def serve_after_up(settings: Settings) -> None:
     typer.echo("try it:")
     typer.echo("  " + curl_example(settings, key))
     typer.echo(f"GraphiQL: open http://{settings.host}:{settings.port}/crypto-news/{key} in a browser")
-    typer.echo(f"PDF:      curl -s --fail-with-body 'http://{settings.host}:{settings.port}/api/html-to-pdf/{key}?url=https://example.com' -o page.pdf")
+    # a failed render answers JSON, which --fail-with-body writes into the output file: `cat` shows it
+    typer.echo(f"PDF:      curl -s --fail-with-body 'http://{settings.host}:{settings.port}/api/html-to-pdf/{key}"
+               "?url=https://example.com' -o page.pdf || cat page.pdf")
     typer.echo(f"overview: http://{settings.host}:{settings.port}/")
     typer.echo("")
     run_server(settings.host, settings.port, log_format=settings.log_format)

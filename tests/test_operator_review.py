@@ -270,3 +270,19 @@ def test_up_refuses_a_port_in_use_before_it_materializes_or_revokes_a_key(tmp_pa
     assert not (home / "warehouse.duckdb").exists()  # nothing materialized
     keys = json.loads(_cli(home, "keys", "list", "--json").stdout)
     assert keys == [] or all(k["name"] != "cryptowire up" for k in keys), keys
+
+
+def test_up_no_serve_stops_after_the_summary_and_names_its_feeds_file(tmp_path: Path, built_models: Path) -> None:
+    """`up --feeds F --no-serve` said F was "what runs without --feeds read" (those read the configured file)."""
+    import shutil
+
+    home = tmp_path / "home"
+    shutil.copytree(built_models, home / "models")
+    (tmp_path / "one.xml").write_text(rss(item("Bitcoin rises 2% as ETF inflows return", "https://one.example.com/1")))
+    feeds = tmp_path / "feeds.yaml"
+    feeds.write_text("feeds:\n  - name: One\n    url: one.xml\n")
+    out = _cli(home, "up", "--no-serve", "--feeds", str(feeds))
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert f"feeds file: {feeds} (this run's --feeds" in out.stdout, out.stdout
+    assert "access key" not in out.stdout and "curl" not in out.stdout
+    assert json.loads(_cli(home, "keys", "list", "--json").stdout) == []

@@ -205,6 +205,8 @@ def register(app: typer.Typer) -> None:
         from pipeline.status import collect, render
 
         report = collect(_settings())
+        if feeds is not None:  # _settings put it in the environment: it is not what later runs read
+            report["feeds_file_note"] = "this run's --feeds; runs without --feeds read the configured file"
         if not as_json:
             typer.echo(render(report))
         if serve:
