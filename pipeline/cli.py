@@ -53,7 +53,8 @@ def settings_errors(exc: ValueError) -> list[str]:
         lines = []
         for err in exc.errors():
             field = str(err["loc"][0])
-            msg = err["msg"][:1].lower() + err["msg"][1:]
+            msg = err["msg"].removeprefix("Value error, ")  # our own validators' messages are sentences already
+            msg = msg[:1].lower() + msg[1:]
             lines.append(f"{_setting(field, err.get('input'))}: {msg}; {_fix(field)}")
         return lines
     # pydantic-settings' SettingsError: a list setting (CRYPTOWIRE_PDF_ALLOW_HOSTS) that is not JSON

@@ -99,6 +99,32 @@ def test_a_bad_setting_is_one_error_line_for_every_command(data_home: Path) -> N
     assert "CRYPTOWIRE_PORT='abc'" in json.loads(out.stdout)["error"]
 
 
+@pytest.mark.parametrize(("variable", "value", "says"), [
+    ("CRYPTOWIRE_SCHEDULE_CRON", "notcron", "a cron expression has 5 fields"),  # was Dagster's traceback
+    ("CRYPTOWIRE_SCHEDULE_CRON", "0 0 30 2 *", "there is no February 30"),
+    ("CRYPTOWIRE_SCHEDULE_CRON", "61 * * * *", "'61' is not a minute (0-59)"),
+    ("CRYPTOWIRE_PDF_CONCURRENCY", "-3", "greater than or equal to 0"),  # was a traceback at serve's start
+    ("CRYPTOWIRE_SNAPSHOTS_KEEP", "0", "greater than or equal to 1"),  # failed the run's last step
+    ("CRYPTOWIRE_FETCH_CONCURRENCY", "0", "greater than or equal to 1"),
+])
+def test_a_setting_out_of_range_is_refused_before_any_work(data_home: Path, variable: str, value: str, says: str) -> None:
+    out = _run(["status"], {"CRYPTOWIRE_HOME": str(data_home), variable: value})
+    assert out.returncode == 2 and len(out.stderr.splitlines()) == 1, out.stderr
+    assert out.stderr.startswith(f"error: {variable}={value!r}: ") and says in out.stderr, out.stderr
+
+
+def test_every_cron_dagster_takes_passes_the_settings_check_and_no_other() -> None:
+    from dagster._utils.schedules import is_valid_cron_string
+
+    from warehouse.cron import cron_problem
+
+    for expr in ("*/10 * * * *", "@daily", "@hourly", "0 0 * * mon-fri", "0 0 1 jan *", "0 0 * * 7", "0 0 L * *",
+                 "0 0 * * 1#2", "0-59/15 * * * *", "1,2,3 9-17 * * 1-5", "0 0 30 2 *", "*/0 * * * *", "60 * * * *",
+                 "0 0 * * 5L", "*/10 * * * * *", "notcron", "0 24 * * *", "0 0 0 * *", "0 0 * 13 *", "0 0 * * 8",
+                 "1-2-3 * * * *", "a b c d e"):
+        assert (cron_problem(expr) is None) == is_valid_cron_string(expr), expr
+
+
 def test_settings_travel_to_a_child_started_elsewhere(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -7,7 +7,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -63,13 +63,13 @@ class Settings(BaseSettings):
     feeds_file: Path = Field(default=SAMPLE_FEEDS, description="Feeds YAML to ingest (default: the bundled sample).")
 
     # --- ingestion -------------------------------------------------------------
-    fetch_concurrency: int = Field(default=16, description="Feeds fetched at once.")
-    fetch_connect_timeout: float = Field(default=5.0, description="Seconds to connect to a feed host.")
-    fetch_read_timeout: float = Field(default=15.0, description="Seconds between bytes from a feed host.")
-    fetch_deadline: float = Field(default=120.0, description="Seconds for one whole ingestion run.")
-    fetch_max_bytes: int = Field(default=10 * 1024 * 1024, description="Feed bodies are cut at this size.")
-    fetch_max_redirects: int = Field(default=5, description="Redirects followed per feed.")
-    fetch_retries: int = Field(default=2, description="Retries on timeouts and 5xx (with backoff).")
+    fetch_concurrency: int = Field(default=16, ge=1, description="Feeds fetched at once.")
+    fetch_connect_timeout: float = Field(default=5.0, gt=0, description="Seconds to connect to a feed host.")
+    fetch_read_timeout: float = Field(default=15.0, gt=0, description="Seconds between bytes from a feed host.")
+    fetch_deadline: float = Field(default=120.0, gt=0, description="Seconds for one whole ingestion run.")
+    fetch_max_bytes: int = Field(default=10 * 1024 * 1024, ge=1024, description="Feed bodies are cut at this size.")
+    fetch_max_redirects: int = Field(default=5, ge=0, description="Redirects followed per feed.")
+    fetch_retries: int = Field(default=2, ge=0, description="Retries on timeouts and 5xx (with backoff).")
     user_agent: str = Field(
         default="cryptowire/0.1 (+https://github.com/cryptowire/cryptowire; feed reader)",
         description="User-Agent sent to feed hosts.",
@@ -90,10 +90,20 @@ class Settings(BaseSettings):
 
     # --- orchestration ---------------------------------------------------------
     schedule_cron: str = Field(default="*/10 * * * *", description="When the feeds are polled (cron, UTC).")
-    fetch_log_days: int = Field(default=30, description="Days of feed_fetches rows kept by the maintenance job.")
+
+    @field_validator("schedule_cron")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        from warehouse.cron import cron_problem
+
+        problem = cron_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+    fetch_log_days: int = Field(default=30, ge=1, description="Days of feed_fetches rows kept by the maintenance job.")
 
     # --- enrichment ------------------------------------------------------------
-    sentiment_threads: int = Field(default=0, description="Sentiment inference threads (0: number of cores).")
+    sentiment_threads: int = Field(default=0, ge=0, description="Sentiment inference threads (0: number of cores).")
 
     # --- workers (cryptowire worker / backfill; Celery over CRYPTOWIRE_REDIS_URL) -------------------------------
     worker_visibility_timeout: float = Field(
@@ -106,7 +116,7 @@ class Settings(BaseSettings):
     # --- serving ---------------------------------------------------------------
     host: str = Field(default="127.0.0.1", description="Address `cryptowire serve` binds.")
     port: int = Field(default=8000, ge=1, le=65535, description="Port `cryptowire serve` binds.")
-    snapshots_keep: int = Field(default=3, description="Serving snapshots kept on disk.")
+    snapshots_keep: int = Field(default=3, ge=1, description="Serving snapshots kept on disk.")
     snapshot_poll_seconds: float = Field(
         default=1.0, gt=0, description="How often the API checks for a newly published serving snapshot."
     )
@@ -127,16 +137,16 @@ class Settings(BaseSettings):
         default_factory=default_chromium,
         description="Chromium binary for PDF rendering (default: Debian's headless shell if installed, else chromium).",
     )
-    pdf_concurrency: int = Field(default=0, description="Pages rendered at once (0: number of cores).")
-    pdf_queue: int = Field(default=16, description="Requests waiting for a renderer before 503.")
+    pdf_concurrency: int = Field(default=0, ge=0, description="Pages rendered at once (0: number of cores).")
+    pdf_queue: int = Field(default=16, ge=0, description="Requests waiting for a renderer before 503.")
     pdf_allow_hosts: list[str] = Field(
         default_factory=list,
         description="Destinations the PDF renderer may reach despite the SSRF rules (JSON list): host, host:port, "
         "IP, IP:port, [IPv6]:port or CIDR.",
     )
-    pdf_timeout_ms: int = Field(default=30_000, description="Default per-request PDF deadline (timeoutMs, at most 60000).")
-    pdf_restart_every: int = Field(default=200, description="Conversions after which the browser is replaced (0: never).")
-    pdf_max_memory_mb: int = Field(default=1024, description="Browser memory (PSS, MB) above which it is replaced.")
+    pdf_timeout_ms: int = Field(default=30_000, ge=1, le=60_000, description="Default per-request PDF deadline (timeoutMs, at most 60000).")
+    pdf_restart_every: int = Field(default=200, ge=0, description="Conversions after which the browser is replaced (0: never).")
+    pdf_max_memory_mb: int = Field(default=1024, ge=1, description="Browser memory (PSS, MB) above which it is replaced.")
     pdf_prewarm: bool = Field(default=True, description="Launch Chromium when the server starts (else on first use).")
 
     # --- derived paths ---------------------------------------------------------
