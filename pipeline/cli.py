@@ -99,7 +99,24 @@ def _configure() -> None:
 
 
 def main() -> None:
-    app()
+    """Run the CLI as click's standalone mode would, except that a usage error (a missing or invalid option) under
+    ``--json`` is also one JSON document on stdout, as every other error there is: a script reading stdout always
+    gets JSON."""
+    import sys
+
+    from typer._click.exceptions import ClickException, UsageError  # typer vendors click
+
+    try:
+        code = app(standalone_mode=False)
+    except ClickException as exc:
+        if isinstance(exc, UsageError) and "--json" in sys.argv[1:]:
+            typer.echo(json.dumps({"error": exc.format_message(), "exitCode": exc.exit_code}))
+        exc.show()
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        typer.echo("Aborted!", err=True)
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,10 @@ contradicts the format."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -199,3 +202,23 @@ def test_an_error_under_json_is_a_json_document_on_stdout(published: Path, args:
     assert res.exit_code == 1, res.output
     doc = json.loads(res.stdout)
     assert doc["exitCode"] == 1 and doc["error"] and res.stderr.startswith("error: "), (res.stdout, res.stderr)
+
+
+def test_a_database_error_is_one_line(published: Path) -> None:
+    """DuckDB's binder errors carry a second line ("Candidate bindings: ..."): still one error line."""
+    res = runner.invoke(app, ["sql", "SELECT titel FROM articles"])
+    assert res.exit_code == 1 and res.stderr.startswith("error: ") and len(res.stderr.splitlines()) == 1, res.stderr
+    assert "Candidate bindings" in res.stderr
+
+
+@pytest.mark.parametrize("args", [["usage", "--days", "0"], ["sql"], ["keys", "create", "--plan", "pro"],
+                                  ["materialize", "--wait-timeout", "-1"], ["no-such-command"]])
+def test_a_usage_error_under_json_is_a_json_document_on_stdout(tmp_path: Path, args: list[str]) -> None:
+    """Click's own usage errors (a missing or invalid option) printed nothing on stdout, even under --json."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CRYPTOWIRE_")}
+    res = subprocess.run([sys.executable, "-m", "pipeline.cli", *args, "--json"], capture_output=True, text=True,
+                         env={**env, "CRYPTOWIRE_HOME": str(tmp_path / "home")}, timeout=120)
+    assert res.returncode == 2, (res.stdout, res.stderr)
+    doc = json.loads(res.stdout)
+    assert doc["exitCode"] == 2 and doc["error"] and "Error: " in res.stderr, (res.stdout, res.stderr)
+    assert not (tmp_path / "home").exists()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import re
 from datetime import date, time, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -64,7 +65,9 @@ def json_option(help: str = "Print the result as JSON (for scripts).") -> Any:
 
 def fail(message: str, code: int = 1) -> None:
     """Print a clear error to stderr and exit non-zero; under --json also one JSON document on stdout, so a script
-    reading stdout gets ``{"error": ..., "exitCode": ...}`` rather than nothing."""
+    reading stdout gets ``{"error": ..., "exitCode": ...}`` rather than nothing. One line either way: a message
+    from elsewhere (DuckDB's "Candidate bindings: ...") may hold line breaks."""
+    message = re.sub(r"\s*\n\s*", " ", message.strip())
     if _json_mode:
         typer.echo(json.dumps({"error": message, "exitCode": code}))
     typer.secho(f"error: {message}", err=True, fg=typer.colors.RED)
