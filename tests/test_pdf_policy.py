@@ -120,7 +120,8 @@ def test_allow_entries() -> None:
     named = AllowEntry.parse("Intranet.Example:443")
     assert named.matches(parse_url("https://intranet.example/"), ipaddress.ip_address("10.0.0.5"))
     assert not named.matches(parse_url("http://intranet.example/"), ipaddress.ip_address("10.0.0.5"))
-    for bad in ("127.0.0.1:99999", "[::1", "exa mple", "0x7f.1", "host:port"):
+    for bad in ("127.0.0.1:99999", "[::1", "exa mple", "0x7f.1", "host:port", "[::ffff:7f00:1]:8080",
+                "::ffff:0:0/96", "[::7f00:1]:8080"):
         with pytest.raises(ValueError, match="pdf_allow_hosts"):
             AllowEntry.parse(bad)
 
@@ -137,6 +138,14 @@ def test_blocked_message_gives_an_allow_setting_that_works(url: str, monkeypatch
     monkeypatch.setenv("CRYPTOWIRE_PDF_ALLOW_HOSTS", found.group(1))  # as the operator would set it
     allowed = Policy(Settings().pdf_allow_hosts, resolver=resolver)
     assert asyncio.run(allowed.pin(url)).url == parse_url(url)
+
+
+def test_an_ipv4_address_spelled_as_ipv6_is_refused_even_when_its_ipv4_form_is_allowed() -> None:
+    """The refusal used to suggest an allow entry of the mapped form, which then admitted it."""
+    policy = Policy(["127.0.0.1:8080"])
+    assert asyncio.run(policy.pin("http://127.0.0.1:8080/")).ip == ipaddress.ip_address("127.0.0.1")
+    with pytest.raises(Blocked, match=r"always refused; use the IPv4 address 127\.0\.0\.1"):
+        asyncio.run(policy.pin("http://[::ffff:127.0.0.1]:8080/"))
 
 
 def test_policy_checks_every_resolved_address() -> None:

@@ -188,6 +188,17 @@ def _check_labels(host: str, what: str) -> None:
                 raise BadUrl(f"`{what}` has an invalid punycode label {label!r}") from None
 
 
+def embedded_v4(ip: IP) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv4-mapped (``::ffff:a.b.c.d``) or IPv4-compatible (``::a.b.c.d``) address spells."""
+    if not isinstance(ip, ipaddress.IPv6Address):
+        return None
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip in _V4_COMPATIBLE and int(ip) > 1:
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return None
+
+
 def address_problem(ip: IP) -> str | None:
     """Why an address must not be reached, or None if it is a public unicast address."""
     if isinstance(ip, ipaddress.IPv6Address):
@@ -249,9 +260,15 @@ class AllowEntry:
         else:
             host = t
         try:
-            return cls(text, network=ipaddress.ip_network(host, strict=False), port=port)
+            network = ipaddress.ip_network(host, strict=False)
         except ValueError:
-            pass
+            network = None
+        if network is not None:
+            v4 = embedded_v4(network.network_address)
+            if v4 is not None:
+                raise ValueError(f"pdf_allow_hosts entry {text!r}: IPv4-mapped and IPv4-compatible IPv6 addresses "
+                                 f"are always refused; allow the IPv4 address ({v4}) instead")
+            return cls(text, network=network, port=port)
         if not host or not _HOST_CHARS.match(host) or _NUMERIC_LABEL.match(host.rsplit(".", 1)[-1]):
             raise ValueError(
                 f"pdf_allow_hosts entry {text!r}: expected a host name, IP, CIDR, host:port or [IPv6]:port"
@@ -293,6 +310,13 @@ class Policy:
         return any(a.matches(url, ip) for a in self.allow)
 
     def check_address(self, url: Url, ip: IP) -> None:
+        v4 = embedded_v4(ip)
+        if v4 is not None:  # before the allow list: an entry never admits these spellings (docs/pdf.md)
+            raise Blocked(
+                f"{url.origin} resolves to {ip}, {address_problem(ip)}: such spellings of an IPv4 address are always "
+                f"refused; use the IPv4 address {v4} (an internal one must be allowed as {v4}:{url.port} in "
+                "CRYPTOWIRE_PDF_ALLOW_HOSTS)"
+            )
         if self.allowed(url, ip):
             return
         problem = address_problem(ip)
