@@ -118,6 +118,67 @@ def test_the_window_bounds_a_story() -> None:
     assert c.add(Item("z", T0 + timedelta(hours=200), v, v, **said)) != first  # same words a week later: another story
 
 
+def _unit(*xs: float) -> np.ndarray:
+    v = np.array(xs, dtype=np.float32)
+    return v / np.linalg.norm(v)
+
+
+# Three ways to word one news, far apart from one another (cosine 0.3 or less, under the floor), and two reports
+# close to two of them each (cosine 0.81): each report is surely the same as both.
+ALPHA, BETA, GAMMA = _unit(1, 0, 0, 0), _unit(0.3, 0.954, 0, 0), _unit(0.3, 0, 0.954, 0)
+ALPHA_BETA, ALPHA_GAMMA = _unit(*(ALPHA + BETA)), _unit(*(ALPHA + GAMMA))
+SAID = {"title_words": frozenset({"exchange", "hacked"}), "lede_words": frozenset({"exchange", "hacked"}),
+        "names": frozenset({"bybit"})}
+
+
+def test_an_article_that_reports_two_stories_merges_them_into_the_first() -> None:
+    c = Clusterer()
+    a = c.add(Item("a", T0, ALPHA, ALPHA, **SAID))
+    b = c.add(Item("b", T0 + timedelta(hours=1), BETA, BETA, **SAID))
+    assert a != b  # nothing links them yet
+    assert c.add(Item("c", T0 + timedelta(hours=2), ALPHA_BETA, ALPHA_BETA, **SAID)) == a  # the earlier one
+    assert c.merged == {b: a} and c.resolve(b) == a and c.story_of == [a, a, a]
+
+
+def test_merged_stories_move_their_articles_and_keep_the_retired_id_listed(tmp_path: Path) -> None:
+    """In the warehouse: the retired story's articles move, its row goes, ``story_merges`` says where it went, and
+    when the survivor is merged in turn the listed ids follow. (The embedding is a lookup here: the grouping's
+    bookkeeping is under test, not the encoder.)"""
+    def embed(texts: list[str]) -> np.ndarray:
+        vec = {"ALPHA+BETA": ALPHA_BETA, "ALPHA+GAMMA": ALPHA_GAMMA, "ALPHA": ALPHA, "BETA": BETA, "GAMMA": GAMMA}
+        return np.stack([next(v for k, v in vec.items() if k in t) for t in texts])
+
+    def report(i: int, hours: int, word: str) -> dict[str, Any]:
+        return {**_article(i, f"s{i}.example", hours, f"Exchange hacked {word}", f"Exchange hacked {word}."),
+                "tickers": []}
+
+    con = connect(tmp_path / "warehouse.duckdb")
+    try:
+        def run(*rows: dict[str, Any]) -> Any:
+            con.execute("BEGIN")
+            write(con, Data(list(rows), []))
+            con.execute("COMMIT")
+            return refresh_stories(con, embed_fn=embed)
+
+        assert run(report(0, 0, "ALPHA"), report(1, 1, "BETA")).stories == 2
+        first, second = _stories(con)["a_0000000000000000"], _stories(con)["a_0000000000000001"]
+        got = run(report(2, 2, "ALPHA+BETA"))
+        assert got.merged == 1 and got.stories == 1 and set(_stories(con).values()) == {first}
+        assert con.execute("SELECT id, articles, sources FROM stories").fetchall() == [(first, 3, 3)]
+        assert con.execute("SELECT story_id, merged_into FROM story_merges").fetchall() == [(second, first)]
+
+        assert run(report(3, -1, "GAMMA")).merged == 0  # a late article of an earlier, other story
+        earliest = _stories(con)["a_0000000000000003"]
+        got = run(report(4, 3, "ALPHA+GAMMA"))  # bridges it with the merged story: the earlier one stays
+        assert got.merged == 1 and set(_stories(con).values()) == {earliest}
+        assert con.execute("SELECT id, articles FROM stories").fetchall() == [(earliest, 5)]
+        assert sorted(con.execute("SELECT story_id, merged_into FROM story_merges").fetchall()) == sorted(
+            [(second, earliest), (first, earliest)])
+        assert refresh_stories(con, embed_fn=embed).merged == 0  # nothing new: nothing moves
+    finally:
+        con.close()
+
+
 def test_time_apart_and_one_outlet_lower_the_odds() -> None:
     v = np.ones(4, dtype=np.float32) / 2
     a = Item("a", T0, v, v, source="p.example")

@@ -116,6 +116,19 @@ def embeddings(con: duckdb.DuckDBPyConnection, ids: list[str]) -> pl.DataFrame:
     return order.join(_by_ids(con, ids), on="article_id", how="inner", maintain_order="left")
 
 
+def merge_stories(con: duckdb.DuckDBPyConnection, merged: dict[str, str], now: datetime) -> None:
+    """Move the articles of each retired story (a key of ``merged``) to the story it is part of now, remove the
+    retired story and list it in ``story_merges``. The stories that grew are recomputed by ``save_assignments``
+    (the article that bridged them joins each)."""
+    if not merged:
+        return
+    pairs = list(merged.items())
+    con.executemany("UPDATE story_articles SET story_id = ? WHERE story_id = ?", [(into, gone) for gone, into in pairs])
+    con.executemany("UPDATE story_merges SET merged_into = ? WHERE merged_into = ?", [(into, gone) for gone, into in pairs])
+    con.execute("DELETE FROM stories WHERE id IN (SELECT unnest(?::VARCHAR[]))", [[gone for gone, _ in pairs]])
+    con.executemany("INSERT OR REPLACE INTO story_merges VALUES (?, ?, ?)", [(gone, into, now) for gone, into in pairs])
+
+
 def save_assignments(con: duckdb.DuckDBPyConnection, rows: list[tuple[str, str, datetime]], now: datetime) -> int:
     """Insert ``(article_id, story_id, published_at)`` and recompute the stories they touched; returns how many."""
     if not rows:

@@ -24,8 +24,8 @@ def stories(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> 
     with warehouse.connect() as con:
         report = refresh_stories(con)
     context.log.info(f"{report.new} new articles ({report.embedded} embedded) against {report.seeded} in the "
-                     f"window: {report.touched} stories created or grown, {report.resynced} recomputed for articles "
-                     f"changed since, {report.stories} in all")
+                     f"window: {report.touched} stories created or grown, {report.merged} merged into another, "
+                     f"{report.resynced} recomputed for articles changed since, {report.stories} in all")
     return dg.MaterializeResult(metadata={"new": report.new, "embedded": report.embedded, "seeded": report.seeded,
-                                          "touched": report.touched, "resynced": report.resynced,
-                                          "stories": report.stories})
+                                          "touched": report.touched, "merged": report.merged,
+                                          "resynced": report.resynced, "stories": report.stories})

@@ -16,6 +16,7 @@ TABLES = (
     "crypto_assets",
     "stories",
     "story_articles",
+    "story_merges",
     "article_embeddings",
     "prediction_events",
     "prediction_event_sources",

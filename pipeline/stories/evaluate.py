@@ -77,7 +77,8 @@ def load_items(cache: Path | None = None) -> list[Item]:
 
 def cluster(items: list[Item]) -> dict[str, str]:
     c = Clusterer()
-    return {it.id: c.add(it) for it in sorted(items, key=lambda it: (it.published_at, it.id))}
+    got = {it.id: c.add(it) for it in sorted(items, key=lambda it: (it.published_at, it.id))}
+    return {aid: c.resolve(sid) for aid, sid in got.items()}  # a story merged later: the one it is part of
 
 
 def evaluate(split: str, mode: str = "all", cache: Path | None = None) -> dict[str, Any]:

@@ -38,6 +38,7 @@ class StoriesReport:
     touched: int  # stories created or grown
     stories: int  # stories afterwards
     resynced: int = 0  # stories recomputed because an article of theirs changed (re-dated, removed, rescored)
+    merged: int = 0  # stories merged into another (a new article reports both), their ids retired
 
 
 def _matrix(frame: pl.DataFrame, column: str) -> np.ndarray:
@@ -84,8 +85,7 @@ def refresh_stories(con: duckdb.DuckDBPyConnection, embed_fn: Embed = embed, enc
                  [float(x) for x in np.asarray(sents[k]).reshape(-1)])
                 for k, r in enumerate(rows)
             ], encoder, now)
-    seeded = 0
-    touched = 0
+    seeded = touched = merged = 0
     with transaction(con):
         resynced = ws.resync(con, now)  # first: the window below reads the grouped articles' times
         if new:
@@ -99,6 +99,8 @@ def refresh_stories(con: duckdb.DuckDBPyConnection, embed_fn: Embed = embed, enc
             items = _items(vecs, [r[1] for r in new], [r[4] for r in new], [r[2] for r in new],
                            [r[3] for r in new], [r[5] for r in new])
             assigned = [(it.id, c.add(it), it.published_at) for it in items]
-            touched = ws.save_assignments(con, assigned, now)
+            ws.merge_stories(con, c.merged, now)
+            touched = ws.save_assignments(con, [(a, c.resolve(sid), t) for a, sid, t in assigned], now)
+            merged = len(c.merged)
         count = con.execute("SELECT count(*) FROM stories").fetchall()[0][0]
-    return StoriesReport(len(new), len(rows), seeded, touched, int(count), resynced)
+    return StoriesReport(len(new), len(rows), seeded, touched, int(count), resynced, merged)
