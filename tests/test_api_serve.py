@@ -37,6 +37,8 @@ PROJECT = Path(__file__).resolve().parents[1]
         ("/api/html-to-pdf/cw_live_SECRET/x?url=y", "/api/html-to-pdf/***?***"),
         ("/crypto-news/cw_live_SE/CRET", "/crypto-news/***"),
         ("/crypto-newz/cw_live_SECRET", "/***"),
+        ("/static/cw_live_SECRET", "/***"),
+        ("/assets/cw_live_SECRET", "/***"),
         ("/crypto-news", "/crypto-news"),
         ("/api/usage/", "/api/usage/"),
     ],

@@ -40,6 +40,7 @@ BASE_ARGS = (
     "--disable-default-apps",
     "--mute-audio",
     # A popup is never printed: window.open fails, so a page opening hundreds costs no renderer time or memory.
+    # (The headless shell honours this; the full browser does not, hence also NO_POPUPS in every context.)
     "--block-new-web-contents",
     # The full browser in new-headless mode (not the headless shell) opens WebUI omnibox popups (one renderer
     # process each) for every page, and keeps a spare renderer that a fresh context can never use: together they
@@ -54,6 +55,8 @@ BASE_ARGS = (
     "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
     "--webrtc-ip-handling-policy=disable_non_proxied_udp",
 )
+# In every frame before the page's own scripts: window.open opens nothing (the full browser ignores the flag above).
+NO_POPUPS = "Object.defineProperty(window, 'open', {value: () => null, writable: false, configurable: false});"
 MEMORY_CHECK_EVERY = 5  # conversions between memory readings (a reading walks /proc)
 MAX_SPARES = 4
 USER_AGENT = (
@@ -301,6 +304,7 @@ class BrowserPool:
         context = await handle.browser.new_context(**self.context_options())
         tab = Tab(context)
         try:
+            await context.add_init_script(NO_POPUPS)
             await context.route("**/*", tab.route)
             await context.route_web_socket(lambda _url: True, tab.websocket)
             page = await context.new_page()
