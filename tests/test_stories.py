@@ -140,25 +140,34 @@ def test_an_article_that_reports_two_stories_merges_them_into_the_first() -> Non
     assert c.merged == {b: a} and c.resolve(b) == a and c.story_of == [a, a, a]
 
 
+def _lookup_embed(texts: list[str]) -> np.ndarray:
+    """The embedding as a lookup of the words above: the grouping's bookkeeping is under test, not the encoder."""
+    vec = {"ALPHA+BETA": ALPHA_BETA, "ALPHA+GAMMA": ALPHA_GAMMA, "ALPHA": ALPHA, "BETA": BETA, "GAMMA": GAMMA}
+    return np.stack([next(v for k, v in vec.items() if k in t) for t in texts])
+
+
+def _report(i: int, hours: int, word: str) -> dict[str, Any]:
+    return {**_article(i, f"s{i}.example", hours, f"Exchange hacked {word}", f"Exchange hacked {word}."),
+            "tickers": []}
+
+
+def _runner(con: duckdb.DuckDBPyConnection) -> Any:
+    def run(*rows: dict[str, Any]) -> Any:
+        con.execute("BEGIN")
+        write(con, Data(list(rows), []))
+        con.execute("COMMIT")
+        return refresh_stories(con, embed_fn=_lookup_embed)
+
+    return run
+
+
 def test_merged_stories_move_their_articles_and_keep_the_retired_id_listed(tmp_path: Path) -> None:
     """In the warehouse: the retired story's articles move, its row goes, ``story_merges`` says where it went, and
-    when the survivor is merged in turn the listed ids follow. (The embedding is a lookup here: the grouping's
-    bookkeeping is under test, not the encoder.)"""
-    def embed(texts: list[str]) -> np.ndarray:
-        vec = {"ALPHA+BETA": ALPHA_BETA, "ALPHA+GAMMA": ALPHA_GAMMA, "ALPHA": ALPHA, "BETA": BETA, "GAMMA": GAMMA}
-        return np.stack([next(v for k, v in vec.items() if k in t) for t in texts])
-
-    def report(i: int, hours: int, word: str) -> dict[str, Any]:
-        return {**_article(i, f"s{i}.example", hours, f"Exchange hacked {word}", f"Exchange hacked {word}."),
-                "tickers": []}
-
+    when the survivor is merged in turn the listed ids follow."""
+    report, embed = _report, _lookup_embed
     con = connect(tmp_path / "warehouse.duckdb")
     try:
-        def run(*rows: dict[str, Any]) -> Any:
-            con.execute("BEGIN")
-            write(con, Data(list(rows), []))
-            con.execute("COMMIT")
-            return refresh_stories(con, embed_fn=embed)
+        run = _runner(con)
 
         assert run(report(0, 0, "ALPHA"), report(1, 1, "BETA")).stories == 2
         first, second = _stories(con)["a_0000000000000000"], _stories(con)["a_0000000000000001"]
@@ -175,6 +184,26 @@ def test_merged_stories_move_their_articles_and_keep_the_retired_id_listed(tmp_p
         assert sorted(con.execute("SELECT story_id, merged_into FROM story_merges").fetchall()) == sorted(
             [(second, earliest), (first, earliest)])
         assert refresh_stories(con, embed_fn=embed).merged == 0  # nothing new: nothing moves
+    finally:
+        con.close()
+
+
+def test_a_merge_keeps_the_story_begun_first_and_lists_only_stored_ids(tmp_path: Path) -> None:
+    """The survivor is the story first seen, though its first article lies outside the window the new article
+    reaches; a story begun and merged within one run was never stored, so no id of it is retired."""
+    con = connect(tmp_path / "warehouse.duckdb")
+    try:
+        run = _runner(con)
+        run(_report(0, -60, "GAMMA"), _report(1, -45, "ALPHA"), _report(2, -20, "GAMMA"))
+        old, younger = _stories(con)["a_0000000000000000"], _stories(con)["a_0000000000000001"]
+        assert old != younger and _stories(con)["a_0000000000000002"] == old
+        got = run(_report(3, -10, "BETA"), _report(4, -5, "ALPHA+BETA"))  # BETA's story: begun and merged now
+        assert got.merged == 0 and con.execute("SELECT count(*) FROM story_merges").fetchall() == [(0,)]
+        assert _stories(con)["a_0000000000000003"] == _stories(con)["a_0000000000000004"] == younger
+        got = run(_report(5, 0, "ALPHA+GAMMA"))  # reaches back to -48 h: the GAMMA story's -60 h article is outside
+        assert got.merged == 1 and set(_stories(con).values()) == {old}
+        assert con.execute("SELECT story_id, merged_into FROM story_merges").fetchall() == [(younger, old)]
+        assert con.execute("SELECT first_seen FROM stories").fetchall() == [(T0 - timedelta(hours=60),)]
     finally:
         con.close()
 

@@ -101,11 +101,21 @@ def _by_ids(con: duckdb.DuckDBPyConnection, ids: list[str]) -> pl.DataFrame:
     return pl.concat(frames) if frames else _frame(con, COMPARED_SQL.format(ids="NULL"), [])
 
 
+# The window with each article's story's first_seen (a merge keeps the story that began first, maybe before it).
+RECENT_SQL = """
+SELECT s.article_id, s.published_at, s.story_id, st.first_seen AS story_first_seen
+FROM story_articles s LEFT JOIN stories st ON st.id = s.story_id
+WHERE s.published_at >= ? AND s.published_at <= ?
+ORDER BY s.published_at, s.article_id
+"""
+
+
 # Frames, not tuples: a thousand vectors come out of DuckDB as Arrow columns far faster than as Python lists.
 def recent(con: duckdb.DuckDBPyConnection, lo: datetime, hi: datetime) -> pl.DataFrame:
     """The grouped articles published in ``[lo, hi]``, oldest first. Columns: article_id, published_at, story_id,
-    text_vec, title_vec, numbers, title_numbers, sent_vecs, tickers, title, summary, source_name."""
-    window = _frame(con, WINDOW_SQL, [lo, hi])
+    story_first_seen, text_vec, title_vec, numbers, title_numbers, sent_vecs, tickers, title, summary,
+    source_name."""
+    window = _frame(con, RECENT_SQL, [lo, hi])
     found = _by_ids(con, window["article_id"].to_list())
     return window.join(found, on="article_id", how="inner", maintain_order="left")
 

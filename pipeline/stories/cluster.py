@@ -12,7 +12,8 @@ stories with an article in the window are candidates, so the cost grows with the
 
 Bridging: when the new article is also surely the same as an article of another story (a probability of at least
 the threshold plus ``MERGE_MARGIN``), the two stories are one news reported twice before anything linked them:
-they merge into the one seen first in the window, and the other's id is retired (``merged``). On the dev pairs
+they merge into the one first seen (its stored ``first_seen`` when seeded, else its earliest article), and the
+other's id is retired (``retired()``). On the dev pairs
 (nested cross-validation) this kept precision and raised recall by 0.04 (docs/stories.md).
 """
 
@@ -44,11 +45,14 @@ def story_id(first_article_id: str) -> str:
     return "st_" + "".join(out)
 
 
+def _naive(at: datetime) -> datetime:
+    """A UTC time as the warehouse keeps it (naive)."""
+    return at.astimezone(UTC).replace(tzinfo=None) if at.tzinfo is not None else at
+
+
 def _seconds(at: datetime) -> float:
     """Seconds since the epoch of a UTC time, naive (the warehouse's) or aware."""
-    if at.tzinfo is not None:
-        at = at.astimezone(UTC).replace(tzinfo=None)
-    return (at - _EPOCH).total_seconds()
+    return (_naive(at) - _EPOCH).total_seconds()
 
 
 _EPOCH = datetime(1970, 1, 1)
@@ -84,17 +88,24 @@ class Clusterer:
     _secs: np.ndarray | None = None  # publication times as seconds, for the time gap of many candidates at once
     _times: list[datetime] = field(default_factory=list)  # sorted: a late article (re-dated, slow feed) fits in
     _order: list[int] = field(default_factory=list)  # item indices in the order of _times
-    merged: dict[str, str] = field(default_factory=dict)  # retired story id -> the story it is part of now
-    _first: dict[str, tuple[datetime, str]] = field(default_factory=dict)  # story -> its earliest member seen
+    merged: dict[str, str] = field(default_factory=dict)  # merged story id -> the story it is part of now
+    _first: dict[str, tuple[datetime, str]] = field(default_factory=dict)  # story -> (first seen, id): the order
+    _seeded: set[str] = field(default_factory=set)  # stories that existed before this run
 
-    def seed(self, items: Iterable[Item], story_ids: Iterable[str]) -> None:
-        for item, sid in zip(items, story_ids, strict=True):
-            self._append(item, sid)
+    def seed(self, items: Iterable[Item], story_ids: Iterable[str],
+             first_seen: Iterable[datetime | None] | None = None) -> None:
+        """The grouped articles of the window and their stories, with each story's stored first_seen (its first
+        article may lie outside the window: a merge keeps the story that began first)."""
+        items, story_ids = list(items), list(story_ids)
+        firsts = list(first_seen) if first_seen is not None else [None] * len(items)
+        for item, sid, first in zip(items, story_ids, firsts, strict=True):
+            self._append(item, sid, first)
+            self._seeded.add(sid)
 
-    def _append(self, item: Item, sid: str) -> None:
+    def _append(self, item: Item, sid: str, first_seen: datetime | None = None) -> None:
         self.items.append(item)
         self.story_of.append(sid)
-        first = (item.published_at.replace(tzinfo=None), item.id)
+        first = (_naive(first_seen or item.published_at), sid)
         self._first[sid] = min(self._first.get(sid, first), first)
         n = len(self.items)
         if self._text is None or self._title is None or n > len(self._text):
@@ -166,3 +177,7 @@ class Clusterer:
     def resolve(self, sid: str) -> str:
         """The story ``sid`` is part of now (itself unless it was merged)."""
         return self.merged.get(sid, sid)
+
+    def retired(self) -> dict[str, str]:
+        """The stories that existed before this run and were merged into another: what the warehouse moves."""
+        return {sid: into for sid, into in self.merged.items() if sid in self._seeded}

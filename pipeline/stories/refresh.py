@@ -92,15 +92,17 @@ def refresh_stories(con: duckdb.DuckDBPyConnection, embed_fn: Embed = embed, enc
             lo, hi = ws.reach(c.window, new[0][1], new[-1][1])
             seed = ws.recent(con, lo, hi)
             c.seed(_items(seed, seed["published_at"].to_list(), seed["tickers"].to_list(), seed["title"].to_list(),
-                          seed["summary"].to_list(), seed["source_name"].to_list()), seed["story_id"].to_list())
+                          seed["summary"].to_list(), seed["source_name"].to_list()), seed["story_id"].to_list(),
+                   seed["story_first_seen"].to_list())
             seeded = seed.height
             vecs = ws.embeddings(con, [r[0] for r in new])
             assert vecs.height == len(new), "every new article has a stored embedding"
             items = _items(vecs, [r[1] for r in new], [r[4] for r in new], [r[2] for r in new],
                            [r[3] for r in new], [r[5] for r in new])
             assigned = [(it.id, c.add(it), it.published_at) for it in items]
-            ws.merge_stories(con, c.merged, now)
+            retired = c.retired()  # a story begun and merged within this run was never stored: nothing to move
+            ws.merge_stories(con, retired, now)
             touched = ws.save_assignments(con, [(a, c.resolve(sid), t) for a, sid, t in assigned], now)
-            merged = len(c.merged)
+            merged = len(retired)
         count = con.execute("SELECT count(*) FROM stories").fetchall()[0][0]
     return StoriesReport(len(new), len(rows), seeded, touched, int(count), resynced, merged)
