@@ -144,7 +144,7 @@ class Settings(BaseSettings):
         description="Destinations the PDF renderer may reach despite the SSRF rules (JSON list): host, host:port, "
         "IP, IP:port, [IPv6]:port or CIDR.",
     )
-    pdf_timeout_ms: int = Field(default=30_000, ge=1, le=60_000, description="Default per-request PDF deadline (timeoutMs, at most 60000).")
+    pdf_timeout_ms: int = Field(default=30_000, ge=1, description="Default per-request PDF deadline (timeoutMs, at most 60000).")
     pdf_restart_every: int = Field(default=200, ge=0, description="Conversions after which the browser is replaced (0: never).")
     pdf_max_memory_mb: int = Field(default=1024, ge=1, description="Browser memory (PSS, MB) above which it is replaced.")
     pdf_prewarm: bool = Field(default=True, description="Launch Chromium when the server starts (else on first use).")

@@ -1,5 +1,6 @@
 """Checks a cron expression as the Dagster schedule will read it, without importing Dagster: a bad
-``CRYPTOWIRE_SCHEDULE_CRON`` is then a one-line settings error, not a traceback from loading the definitions."""
+``CRYPTOWIRE_SCHEDULE_CRON`` is then a one-line settings error, not a traceback from loading the definitions.
+``tests/test_cli_fixes.py`` compares the verdicts with Dagster's own on many expressions."""
 
 from __future__ import annotations
 
@@ -22,20 +23,32 @@ def _value(token: str, lo: int, hi: int, names: tuple[str, ...]) -> int | None:
     return names.index(token) + lo if token in names else None
 
 
-def _field_problem(text: str, name: str, lo: int, hi: int, names: tuple[str, ...]) -> str | None:
+def _expand(text: str, name: str, lo: int, hi: int, names: tuple[str, ...]) -> set[int] | str:
+    """The values a field stands for (empty for a special form: ?, L, n-th weekday), or why it is not valid."""
+    values: set[int] = set()
     for item in text.split(","):
+        if item == "?" and name in ("day of month", "day of week"):
+            continue
         if name == "day of month" and item == "l":  # the last day of the month
             continue
-        if name == "day of week" and re.fullmatch(r"[0-7]#[1-5]", item):  # the n-th weekday of the month
+        if name == "day of week" and re.fullmatch(r"([0-7]|[a-z]{3})#[1-5]", item):  # the n-th weekday
+            if _value(item.split("#")[0], lo, hi, names) is None:
+                return f"{item!r} is not a valid {name}"
             continue
         found = _ITEM.match(item)
         if found is None or (found["step"] is not None and int(found["step"]) == 0):
             return f"{item!r} is not a valid {name}"
-        if found["base"] != "*":
+        if found["base"] == "*":
+            start, end = lo, hi
+        else:
             ends = [_value(t, lo, hi, names) for t in found["base"].split("-")]
             if any(v is None for v in ends):
                 return f"{item!r} is not a {name} ({lo}-{hi}{', or a name' if names else ''})"
-    return None
+            start, end = ends[0], ends[-1]
+            if found["step"] is not None and len(ends) == 1:
+                end = hi  # "5/15": from 5 on
+        values.update(range(start, end + 1, int(found["step"] or 1)) if start <= end else [start, end])
+    return values
 
 
 def cron_problem(expr: str) -> str | None:
@@ -46,10 +59,13 @@ def cron_problem(expr: str) -> str | None:
     parts = text.split()
     if len(parts) != 5:
         return f"a cron expression has 5 fields (minute hour day month weekday), got {len(parts)}; e.g. {EXAMPLE}"
+    expanded = []
     for part, (name, lo, hi, names) in zip(parts, FIELDS, strict=True):
-        problem = _field_problem(part, name, lo, hi, names)
-        if problem:
-            return f"{problem}; e.g. {EXAMPLE}"
-    if parts[3] in ("2", "feb") and parts[2] in ("30", "31"):
-        return f"there is no February {parts[2]}; e.g. {EXAMPLE}"
+        values = _expand(part, name, lo, hi, names)
+        if isinstance(values, str):
+            return f"{values}; e.g. {EXAMPLE}"
+        expanded.append(values)
+    days, months = expanded[2], expanded[3]
+    if months == {2} and len(days) == 1 and days <= {30, 31}:
+        return f"there is no February {min(days)}; e.g. {EXAMPLE}"
     return None
