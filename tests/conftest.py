@@ -72,9 +72,12 @@ def built_models(sentiment_cache: Path) -> Path:
     """`sentiment_cache` with the shipped model's int8 graph built in it (once per session, about 35 s): copied
     into a data home's models/ (`shutil.copytree(built_models, home / "models")`), it spares a subprocess
     `materialize` that build. Tests of the build itself start without it."""
-    from models.sentiment import load_model
+    from models.sentiment import build_model
+    from models.sentiment.model import int8_model_version
+    from models.sentiment.runtime import cache_file
 
-    load_model(cache_dir=sentiment_cache)
+    if not cache_file(sentiment_cache, int8_model_version()).is_file():  # a model loaded earlier may be elsewhere
+        build_model(cache_dir=sentiment_cache)
     return sentiment_cache
 
 

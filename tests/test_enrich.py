@@ -185,3 +185,21 @@ def test_tickers_are_the_symbols_of_the_article_s_day(tmp_path: Path, model, tag
     assert tickers["old"] == ["MATIC"]  # 2021: Polygon's token was MATIC, and ARB did not trade yet
     assert sorted(tickers["new"]) == ["ARB", "POL"]
     con.close()
+
+
+def test_a_model_built_before_the_weights_changed_is_built_again(built_models: Path) -> None:
+    """A long-lived process that built its model before new weights were installed: the first prediction of a
+    run builds it again from the files as they are, rather than failing every run until the process restarts."""
+    import models.sentiment.model as sentiment
+
+    model = sentiment.load_model(cache_dir=built_models)
+    current = model.version
+    model.version = "an older delta"  # what the process built before the weights changed on disk
+    try:
+        lazy = sentiment.OnFirstUse(cache_dir=built_models)
+        assert lazy.version == current
+        assert len(lazy.predict(["Bitcoin jumps 5% as ETF inflows return"])) == 1
+        assert sentiment._cached is not model and sentiment._cached is not None
+        assert sentiment._cached.version == current
+    finally:
+        model.version = current

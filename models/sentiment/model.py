@@ -219,13 +219,14 @@ _cached: SentimentModel | None = None
 _cache_lock = threading.Lock()
 
 
-def load_model(*, threads: int | None = None, cache_dir: Path | None = None) -> SentimentModel:
+def load_model(*, threads: int | None = None, cache_dir: Path | None = None, rebuild: bool = False) -> SentimentModel:
     """The shipped model (int8 backend), built on first call and shared for the rest of the process.
 
-    `cache_dir` keeps the built int8 graph between processes (the pipeline passes the data home's models/)."""
+    `cache_dir` keeps the built int8 graph between processes (the pipeline passes the data home's models/);
+    `rebuild` builds it again from the files as they are now."""
     global _cached
     with _cache_lock:
-        if _cached is None:
+        if _cached is None or rebuild:
             _cached = build_model(threads=threads, cache_dir=cache_dir)
         elif threads:
             import torch
@@ -246,7 +247,9 @@ class OnFirstUse:
         if not texts:
             return []
         model = load_model(threads=self._threads, cache_dir=self._cache_dir)
-        if model.version != self.version:  # both read the same files: only a change mid-run can tell them apart
+        if model.version != self.version:  # the process built its model before the weights changed on disk
+            model = load_model(threads=self._threads, cache_dir=self._cache_dir, rebuild=True)
+        if model.version != self.version:  # they changed again while loading
             raise ModelLoadError(f"the model changed while loading ({self.version} -> {model.version}); run again")
         return model.predict(texts)
 
