@@ -22,7 +22,7 @@ from api.access import StaticKeys
 from api.app import create_app
 from api.pdf.params import parse_params
 from api.pdf.render import FETCHING, deadline_error
-from tests.support.apiserver import ApiServer
+from tests.support.apiserver import ApiServer, free_port
 from tests.support.httpserver import LocalServer, Reply, RequestHandler, hang, static
 from warehouse.config import Settings
 
@@ -102,6 +102,10 @@ window.open("{s}/secret");
 </script></body></html>""")
         page.routes["/navigate-away"] = static(f"<h1>AWAY</h1><script>location.href='{s}/nav'</script>")
         page.routes["/navigate-redirect"] = static("<h1>AWAY</h1><script>location.href='/to-secret'</script>")
+        # an allowed destination that is down: the navigation fails, but nothing was refused
+        closed_port = free_port()
+        page.routes["/to-closed"] = lambda req: Reply(302, b"", {"Location": f"http://127.0.0.1:{closed_port}/x"})
+        page.routes["/navigate-closed"] = static("<h1>AWAY</h1><script>location.href='/to-closed'</script>")
         page.routes["/popups"] = static(
             "<h1>POPUPS</h1><script>for (let i = 0; i < 200; i++) window.open('/hello?' + i);</script>"
         )
@@ -117,7 +121,7 @@ window.open("{s}/secret");
         )
         settings = Settings(
             home=tmp_path_factory.mktemp("pdfhome"),
-            pdf_allow_hosts=[f"127.0.0.1:{page.port}"],
+            pdf_allow_hosts=[f"127.0.0.1:{page.port}", f"127.0.0.1:{closed_port}"],
             pdf_concurrency=2,
             pdf_queue=4,
         )
@@ -317,6 +321,9 @@ def test_allowed_page_cannot_make_the_browser_reach_internal_addresses(env: Env)
     r = env.get(url=env.page.url("/navigate-redirect"), waitUntil="load")
     assert r.status_code == 403 and "navigated to" in r.json()["error"]["message"], r.text
     assert "x-cu-cost" not in r.headers
+    r = env.get(url=env.page.url("/navigate-closed"), waitUntil="load")  # allowed, but nobody listens
+    assert r.status_code == 502 and r.json()["error"]["code"] == "RENDER_FAILED", r.text
+    assert "failed to load" in r.json()["error"]["message"] and "x-cu-cost" not in r.headers
     r = env.get(url=env.page.url("/meta-refresh"), waitUntil="load")  # may print before the refresh fires
     assert r.status_code in (200, 403), r.text
     time.sleep(0.5)  # anything still in flight would have arrived by now

@@ -191,7 +191,7 @@ class Session:
                     self.stage = PRINTING
                     pdf = await tab.page.pdf(**_pdf_options(params))
                     self._lap("pdf")
-                    self._refuse_error_page()  # the PDF would show the browser's error page, not the page
+                    await self._refuse_error_page()  # the PDF would show the browser's error page, not the page
                     return pdf
                 except TimeoutError:
                     raise
@@ -273,17 +273,20 @@ class Session:
         except Exception as exc:  # the page closed under us
             log.debug("pdf: requestfailed for %s: %s", request.url[:200], exc)
 
-    def _refuse_error_page(self) -> None:
+    async def _refuse_error_page(self) -> None:
         """The page replaced itself with a URL the interceptor refused, or one that failed to load: a redirect hop
         of a later navigation is not intercepted, and the egress proxy refuses it, so Chromium shows its error
-        page. Neither is the page asked for."""
+        page. Neither is the page asked for: 403 when the policy refuses where the load went, else 502."""
         if self.navigated_away:
             raise Blocked(self.navigated_away)
         if self.navigation_failed and self.page.main_frame.url.startswith("chrome-error:"):
             url, error = self.navigation_failed
-            if any(m in error for m in ("SOCKS", "PROXY", "TUNNEL")):  # the egress proxy refused the connection
-                raise Blocked(f"the page navigated to {url}, which is refused (it leads to a destination the "
-                              f"policy blocks: {error})")
+            try:
+                await self._check(url)  # the check the egress proxy made
+            except (Blocked, BadUrl) as exc:
+                raise Blocked(f"the page navigated to {url}, which is refused: {exc.message}") from None
+            except ApiError:
+                pass  # a name that does not resolve, and the like: the load failed
             raise ApiError(502, "RENDER_FAILED", f"the page navigated to {url}, which failed to load ({error}); "
                            "there is nothing to print")
 
