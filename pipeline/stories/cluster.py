@@ -13,8 +13,8 @@ stories with an article in the window are candidates, so the cost grows with the
 Bridging: when the new article is also surely the same as an article of another story (a probability of at least
 the threshold plus ``MERGE_MARGIN``), the two stories are one news reported twice before anything linked them:
 they merge into the one first seen (its stored ``first_seen`` when seeded, else its earliest article), and the
-other's id is retired (``retired()``). On the dev pairs
-(nested cross-validation) this kept precision and raised recall by 0.04 (docs/stories.md).
+other's id is retired (``retired()``). On the dev pairs (nested cross-validation) this kept precision and raised
+recall by 0.04 (docs/stories.md).
 """
 
 from __future__ import annotations
@@ -165,7 +165,7 @@ class Clusterer:
         return math.log(p / (1 - p))
 
     def _merge(self, stories: set[str]) -> str:
-        """One story of ``stories``: the one whose earliest member is earliest keeps its id."""
+        """One story of ``stories``: the one first seen keeps its id."""
         keep = min(stories, key=lambda sid: self._first[sid])
         for gone in stories - {keep}:
             self.story_of = [keep if sid == gone else sid for sid in self.story_of]
