@@ -56,7 +56,8 @@ BASE_ARGS = (
     "--webrtc-ip-handling-policy=disable_non_proxied_udp",
 )
 # In every frame before the page's own scripts: window.open opens nothing (the full browser ignores the flag above).
-NO_POPUPS = "Object.defineProperty(window, 'open', {value: () => null, writable: false, configurable: false});"
+# A plain assignment: a page's script that sets window.open itself keeps working (the native one stays out of reach).
+NO_POPUPS = "window.open = () => null;"
 MEMORY_CHECK_EVERY = 5  # conversions between memory readings (a reading walks /proc)
 MAX_SPARES = 4
 USER_AGENT = (
