@@ -18,11 +18,13 @@ ORDER BY a.published_at, a.id
 """
 
 # The grouped articles whose publication time is within reach of the new ones (story_articles has the time: the
-# window is found without touching the vectors).
+# window is found without touching the vectors), with their story's first_seen (a merge keeps the story that
+# began first, maybe before the window).
 WINDOW_SQL = """
-SELECT article_id, published_at, story_id FROM story_articles
-WHERE published_at >= ? AND published_at <= ?
-ORDER BY published_at, article_id
+SELECT s.article_id, s.published_at, s.story_id, st.first_seen AS story_first_seen
+FROM story_articles s LEFT JOIN stories st ON st.id = s.story_id
+WHERE s.published_at >= ? AND s.published_at <= ?
+ORDER BY s.published_at, s.article_id
 """
 
 # What the grouping compares, for a list of ids. Looked up by key with literal ids (``_by_ids``): DuckDB answers an
@@ -101,21 +103,12 @@ def _by_ids(con: duckdb.DuckDBPyConnection, ids: list[str]) -> pl.DataFrame:
     return pl.concat(frames) if frames else _frame(con, COMPARED_SQL.format(ids="NULL"), [])
 
 
-# The window with each article's story's first_seen (a merge keeps the story that began first, maybe before it).
-RECENT_SQL = """
-SELECT s.article_id, s.published_at, s.story_id, st.first_seen AS story_first_seen
-FROM story_articles s LEFT JOIN stories st ON st.id = s.story_id
-WHERE s.published_at >= ? AND s.published_at <= ?
-ORDER BY s.published_at, s.article_id
-"""
-
-
 # Frames, not tuples: a thousand vectors come out of DuckDB as Arrow columns far faster than as Python lists.
 def recent(con: duckdb.DuckDBPyConnection, lo: datetime, hi: datetime) -> pl.DataFrame:
     """The grouped articles published in ``[lo, hi]``, oldest first. Columns: article_id, published_at, story_id,
     story_first_seen, text_vec, title_vec, numbers, title_numbers, sent_vecs, tickers, title, summary,
     source_name."""
-    window = _frame(con, RECENT_SQL, [lo, hi])
+    window = _frame(con, WINDOW_SQL, [lo, hi])
     found = _by_ids(con, window["article_id"].to_list())
     return window.join(found, on="article_id", how="inner", maintain_order="left")
 

@@ -2,8 +2,8 @@
 
 Every keyed route takes the key as its last path segment after a known prefix, so the access log replaces all that
 follows the prefix with ``***`` (a client may put more after the key), every other path but a few keyless ones
-with ``/***`` (a key sent to a wrong endpoint is still a key), and drops query strings. The filter sits on the ``uvicorn.access``
-logger itself, so every handler (console, JSON, files) only ever sees the redacted line.
+with ``/***`` (a key sent to a wrong endpoint is still a key), and drops query strings. The filter sits on the
+``uvicorn.access`` logger itself, so every handler (console, JSON, files) only ever sees the redacted line.
 """
 
 from __future__ import annotations
