@@ -126,3 +126,8 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConne
 def utcnow() -> datetime:
     """Now, UTC, naive (how the warehouse stores time)."""
     return datetime.now(UTC).replace(tzinfo=None)
+
+
+def naive_utc(at: datetime) -> datetime:
+    """A time as the warehouse stores it: UTC, naive (an aware time is converted, a naive one taken as UTC)."""
+    return at.astimezone(UTC).replace(tzinfo=None) if at.tzinfo is not None else at

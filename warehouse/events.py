@@ -14,13 +14,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Protocol
 
 import duckdb
 
 from warehouse.crashpoints import crash_point
-from warehouse.db import transaction
+from warehouse.db import naive_utc, transaction
 
 ID_PATTERN = r"^pevt_[A-Za-z0-9]{20}$"
 _ID_RE = re.compile(ID_PATTERN)
@@ -112,7 +112,7 @@ def merge_events(
     ``complete`` says the candidates are a derivation over every article: then a stored event that is not among
     them is withdrawn (kept, with ``status`` 'withdrawn' and the reason: ``refused[id]`` when a check refused
     it, else ``WITHDRAWN_DEFAULT``), and a withdrawn event derived again is restored."""
-    now = _naive_utc(now)
+    now = naive_utc(now)
     now = now.replace(microsecond=now.microsecond // 1000 * 1000)  # every stored time is whole milliseconds
     rows, sources = _prepare(candidates)
     cand, cand_sources = _arrow_tables(rows, sources)
@@ -230,8 +230,8 @@ def _prepare(candidates: Sequence[EventLike]) -> tuple[list[dict[str, Any]], lis
             problems.append(f"{getattr(c, 'id', '?')}: {problem}")
             continue
         row = {col: getattr(c, col, None) for col in _NAMES}
-        row["source_published_at"] = _naive_utc(c.source_published_at)
-        row["date"] = _naive_utc(c.date)
+        row["source_published_at"] = naive_utc(c.source_published_at)
+        row["date"] = naive_utc(c.date)
         row["options"] = list(c.options)
         row["tags"] = list(c.tags)
         row["threshold"] = None if c.threshold is None else float(c.threshold)
@@ -259,7 +259,7 @@ def _problem(c: EventLike) -> str | None:
         return f"event_title must be a question ending in '?', got {c.event_title!r}"
     if not c.source_article_id:
         return "source_article_id is empty"
-    if _naive_utc(c.date) <= _naive_utc(c.source_published_at):
+    if naive_utc(c.date) <= naive_utc(c.source_published_at):
         return f"date {c.date.isoformat()} is not after the source's publication {c.source_published_at.isoformat()}"
     return None
 
@@ -268,15 +268,9 @@ def _one(con: duckdb.DuckDBPyConnection, sql: str) -> int:
     return int(con.execute(sql).fetchall()[0][0])
 
 
-def _naive_utc(value: datetime) -> datetime:
-    if value.tzinfo is not None:
-        return value.astimezone(UTC).replace(tzinfo=None)
-    return value
-
-
 def iso_ms(value: datetime) -> str:
     """``2026-12-31T00:00:00.000Z``: how the API writes event timestamps."""
-    value = _naive_utc(value)
+    value = naive_utc(value)
     return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import lru_cache
 
 from pipeline.events.dates import default_price_date
@@ -34,6 +34,7 @@ from pipeline.events.templates import (
     upgrade_name,
     write,
 )
+from warehouse.db import naive_utc
 
 OPTIONS = ("Yes", "No")
 
@@ -132,7 +133,7 @@ def derive_article(
     apps = app_tickers()
     if not tickers and not apps:
         return None
-    published = _naive_utc(article.published_at)
+    published = naive_utc(article.published_at)
     title, summary = clean(article.title), clean(article.summary)
     # An app's own upgrade ("Aave v4 mainnet launch") is a question about its token, though the tagger rightly
     # does not take the app's name alone for the token; such a headline names the app.
@@ -358,10 +359,3 @@ def _candidate(
         subject=found.subject,
         source_article_ids=(article.id,),
     )
-
-
-def _naive_utc(value: datetime) -> datetime:
-    if value.tzinfo is not None:
-        return value.astimezone(UTC).replace(tzinfo=None)
-    return value
-

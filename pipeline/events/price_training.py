@@ -27,11 +27,12 @@ def training_rows(parts: tuple[str, ...] = TRAINING_PARTS) -> tuple[list[dict[st
     its features, ``level`` (the readers asked about this asset and level: the training label), ``directed`` (it
     has a direction: only such are derived) and ``question`` (asset, direction, level and date all match a gold
     question). The test part is never loaded."""
-    from pipeline.events.derive import _naive_utc, viable_candidates
+    from pipeline.events.derive import viable_candidates
     from pipeline.events.evaluate import _tagging
     from pipeline.events.reference import default_reference
     from pipeline.events.templates import AssetFinder, clean, sentences
     from pipeline.events.unseen import development_items, matches
+    from warehouse.db import naive_utc
 
     items = development_items(parts)
     tag, names, _ = _tagging()
@@ -43,7 +44,7 @@ def training_rows(parts: tuple[str, ...] = TRAINING_PARTS) -> tuple[list[dict[st
         title, summary = clean(it.title), clean(it.summary)
         units = [title, *sentences(summary)] if title else sentences(summary)
         mentions = [finder.find(u) for u in units]
-        published = _naive_utc(it.published_at)
+        published = naive_utc(it.published_at)
         golds = [g for g in it.gold if g.kind == PRICE]
         for cand, when in viable_candidates(units, mentions, tickers, published, reference, names):
             f = cand.found

@@ -24,11 +24,12 @@ import hashlib
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import numpy as np
 
 from pipeline.stories import pairs
+from warehouse.db import naive_utc
 
 WINDOW = timedelta(hours=pairs.WINDOW_HOURS)
 MERGE_MARGIN = 0.10  # chosen on the dev pairs among 0.05, 0.10 and 0.15 (docs/stories.md)
@@ -45,14 +46,9 @@ def story_id(first_article_id: str) -> str:
     return "st_" + "".join(out)
 
 
-def _naive(at: datetime) -> datetime:
-    """A UTC time as the warehouse keeps it (naive)."""
-    return at.astimezone(UTC).replace(tzinfo=None) if at.tzinfo is not None else at
-
-
 def _seconds(at: datetime) -> float:
     """Seconds since the epoch of a UTC time, naive (the warehouse's) or aware."""
-    return (_naive(at) - _EPOCH).total_seconds()
+    return (naive_utc(at) - _EPOCH).total_seconds()
 
 
 _EPOCH = datetime(1970, 1, 1)
@@ -105,7 +101,7 @@ class Clusterer:
     def _append(self, item: Item, sid: str, first_seen: datetime | None = None) -> None:
         self.items.append(item)
         self.story_of.append(sid)
-        first = (_naive(first_seen or item.published_at), sid)
+        first = (naive_utc(first_seen or item.published_at), sid)
         self._first[sid] = min(self._first.get(sid, first), first)
         n = len(self.items)
         if self._text is None or self._title is None or n > len(self._text):
