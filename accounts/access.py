@@ -31,6 +31,9 @@ _KEY_CACHE_MAX = 10_000
 # waits at most PROBE_TIMEOUT for them (the connect timeouts are longer).
 PROBE_SECONDS = 1.0
 PROBE_TIMEOUT = 2.0
+# A refund the counters could not take is retried after this, then twice as long each time, up to the max.
+REFUND_RETRY_FIRST = 0.5
+REFUND_RETRY_MAX = 30.0
 
 UNKNOWN_KEY = (
     "unknown or revoked access key: pass a valid key (it starts with cw_live_) as the last path segment; "
@@ -75,6 +78,7 @@ class MeteredAccess:
         self._probe_due = 0.0  # monotonic time of the next readiness probe
         self._problem: str | None = None  # what the last probe found wrong
         self._probe: asyncio.Task[None] | None = None  # the last probe, which may outlive its wait
+        self._refunds: dict[asyncio.Task[None], Charge] = {}  # refunds retried until the counters answer
         watch = getattr(store, "watch_keys", None)
         if watch is not None:  # Postgres: another process changed a key -> forget every cached key at once
             watch(self._forget_keys)
@@ -194,6 +198,14 @@ class MeteredAccess:
         if isinstance(cost, bool) or not isinstance(cost, int) or cost < 0:
             raise ValueError(f"cost must be a non-negative integer, got {cost!r}")
         plan = self._plan(caller.plan)
+        if cost > plan.cu_per_day:  # no day would ever fit it: waiting for midnight is the wrong advice
+            raise ApiError(
+                403, "COST_EXCEEDS_PLAN",
+                f"this request costs {cost} CU, more than the {plan.title} plan's whole daily allowance of "
+                f"{plan.cu_per_day} CU: ask for less (smaller first/last, fewer fields) or move the key to a "
+                "larger plan",
+                self.headers(caller),
+            )
         now = time.time()
         day = self._today(now)
         try:
@@ -212,26 +224,46 @@ class MeteredAccess:
             raise ApiError(
                 429, "QUOTA_EXCEEDED",
                 f"daily allowance exceeded: this request costs {cost} CU and {left} of the {plan.title} plan's "
-                f"{plan.cu_per_day} CU remain today; the allowance resets at 00:00 UTC (in {wait} s) — or "
-                "upgrade the plan",
+                f"{plan.cu_per_day} CU remain today (CU held by requests still running count until they end; "
+                f"a failed one gives its CU back); the allowance resets at 00:00 UTC (in {wait} s) — or upgrade "
+                "the plan",
                 {"Retry-After": str(wait), **self.headers(caller)},
             )
         return Charge(caller=caller, cost=cost, info={"day": day, "used": used})
 
     async def refund(self, charge: Charge) -> None:
-        """Give back a charge for work that failed for a reason that costs nothing. Idempotent."""
+        """Give back a charge for work that failed for a reason that costs nothing. Idempotent, and never raises:
+        when the counters cannot be reached, the refund is retried in the background until they answer (the
+        client's error is about its request, not about metering)."""
         if charge.cost == 0 or charge.info.get("refunded"):
             return
         charge.info["refunded"] = True
-        caller = charge.caller
         try:
-            used = await self._counters.refund(caller.key_id, str(charge.info["day"]), caller.api, charge.cost)
+            await self._give_back(charge)
         except MeteringUnavailable as exc:
-            charge.info["refunded"] = False
-            raise self._unavailable(exc) from None
+            log.warning("refund of %d CU to key %s deferred: %s", charge.cost, charge.caller.key_id, exc)
+            task = asyncio.ensure_future(self._refund_later(charge))
+            self._refunds[task] = charge
+            task.add_done_callback(lambda done: self._refunds.pop(done, None))
+
+    async def _give_back(self, charge: Charge) -> None:
+        caller = charge.caller
+        used = await self._counters.refund(caller.key_id, str(charge.info["day"]), caller.api, charge.cost)
         charge.info["used"] = used
         if caller.info.get("day") == charge.info["day"]:
             caller.info["used"] = used
+
+    async def _refund_later(self, charge: Charge) -> None:
+        delay = REFUND_RETRY_FIRST
+        while True:
+            await asyncio.sleep(delay)
+            try:
+                await self._give_back(charge)
+            except MeteringUnavailable:
+                delay = min(delay * 2, REFUND_RETRY_MAX)
+                continue
+            log.info("deferred refund of %d CU to key %s done", charge.cost, charge.caller.key_id)
+            return
 
     def headers(self, caller: Caller | None, charge: Charge | None = None) -> dict[str, str]:
         if caller is None:
@@ -303,6 +335,15 @@ class MeteredAccess:
         }
 
     async def close(self) -> None:
+        pending = dict(self._refunds)
+        for task in pending:
+            task.cancel()
+        for charge in pending.values():  # one last try each; what still fails is logged for a manual credit
+            try:
+                await asyncio.wait_for(self._give_back(charge), PROBE_TIMEOUT)
+            except (MeteringUnavailable, TimeoutError):
+                log.error("refund of %d CU to key %s (day %s, api %s) was lost at shutdown: metering was "
+                          "unavailable", charge.cost, charge.caller.key_id, charge.info["day"], charge.caller.api)
         await self._limiter.close()
         await self._counters.close()
         self.store.close()

@@ -21,6 +21,7 @@ from accounts.store import ChargeItem, Store, StoreUnavailable, Usage
 HISTORY_MAX_DAYS = 90
 REDIS_USAGE_TTL = (HISTORY_MAX_DAYS + 10) * 86400
 REDIS_MAX_CONNECTIONS = 64  # per API process; each request holds one for a single script call
+REDIS_IDLE_PING = 1.0  # seconds: a pooled connection idle longer is checked before use (CheckedPool)
 
 
 class MeteringUnavailable(RuntimeError):
@@ -272,11 +273,36 @@ def redis_client(url: str) -> Any:
 
     # A blocking pool: a burst of more concurrent requests than connections waits for one (up to 5 s) instead
     # of failing with MaxConnectionsError (redis-py's default pool refuses past 100 connections).
-    pool = aioredis.BlockingConnectionPool.from_url(
+    pool = _pool_class().from_url(
         url, max_connections=REDIS_MAX_CONNECTIONS, timeout=5, decode_responses=True, socket_timeout=5,
         socket_connect_timeout=5,
     )
     return aioredis.Redis.from_pool(pool)  # the client owns the pool: aclose() closes it
+
+
+def _pool_class() -> Any:
+    import redis.asyncio as aioredis
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
+    class CheckedPool(aioredis.BlockingConnectionPool):  # type: ignore[misc]
+        """A connection idle for more than REDIS_IDLE_PING seconds answers a PING before it is handed out, and is
+        reconnected when it does not: after Redis restarts every pooled connection is dead, and each would fail
+        one request. A PING is safe to repeat; a charge is not, so commands themselves are never retried."""
+
+        async def ensure_connection(self, connection: Any) -> None:
+            await super().ensure_connection(connection)
+            now = time.monotonic()
+            if now - getattr(connection, "cw_used_at", now) > REDIS_IDLE_PING:
+                try:
+                    await connection.send_command("PING", check_health=False)
+                    await connection.read_response()
+                except (RedisConnectionError, RedisTimeoutError, OSError):
+                    await connection.disconnect()
+                    await connection.connect()
+            connection.cw_used_at = now
+
+    return CheckedPool
 
 
 async def _call(coro: Any) -> Any:

@@ -7,7 +7,7 @@ Both paths serve the same schema (``api/schema.graphql``); a request is metered 
 stranger could make expensive), read the JSON body (415 for another content type, 400 for malformed JSON), prepare
 the document (cached: limits, parse, validation — in a worker thread when not cached), coerce the variables,
 compute the cost (``api.cost``), plan the root fields (bad cursors and arguments are 400s), reserve the cost,
-execute against the current snapshot, and refund if execution failed on bad input.
+execute against the current snapshot, and refund if execution failed (on bad input, or on our side).
 Every error has ``extensions.code``; an unexpected failure is logged and answered without a stack trace.
 """
 
@@ -158,7 +158,7 @@ class NewsComponent:
                 if plan.needs_snapshot and snap is None:  # pragma: no cover - checked above; a switch keeps one
                     raise ApiError(503, "NOT_READY", "no serving snapshot is loaded", {"Retry-After": "5"})
                 outcome = await self._execute(plan, snap, usage)
-            if outcome.bad_input:
+            if outcome.bad_input or outcome.data is None:  # the caller's mistake, or ours (a 500): free
                 await access.refund(charge)
                 charge = replace(charge, cost=0)
             status = 200 if outcome.data is not None else (400 if outcome.bad_input else 500)

@@ -7,6 +7,7 @@ Postgres with CRYPTOWIRE_DATABASE_URL); never through ``api``.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -235,6 +236,8 @@ def usage(
     from accounts import PlansError, build_access
 
     settings = _settings()
+    # The one-line error below says what failed; metering's own warning for server logs would repeat it.
+    logging.getLogger("accounts").setLevel(logging.ERROR)
     try:
         with _store_errors():
             access = build_access(settings)
@@ -267,6 +270,9 @@ def usage(
         if today:
             typer.echo(f"  today: {today['cuUsedToday']:,} of {today['cuLimit']:,} CU used, "
                        f"{today['cuRemainingToday']:,} left; resets {today['resetAt']}")
+        elif rep["plan"] not in access.plans:
+            typer.echo(f"  today: no allowance: plan {rep['plan']!r} is not in the plans file, so the API refuses "
+                       f"this key; move it with `cryptowire keys set-plan {rep['id']} PLAN`")
         typer.echo(f"  {'date':<10}  {'CU':>14}  {'requests':>9}  " + "  ".join(f"{a + ' CU':>12}" for a in APIS))
         for d in rep["days"]:
             per_api = "  ".join(f"{d['apis'][a]['cu']:>12,}" for a in APIS)

@@ -149,4 +149,8 @@ def register(app: typer.Typer) -> None:
         check_pdf_allow_hosts(settings)  # configuration first: a server outage must not hide a bad setting
         check_platform_store(settings)
         check_redis(settings)
+        if workers > 1 and not settings.redis_url:
+            typer.echo(f"note: without CRYPTOWIRE_REDIS_URL each of the {workers} workers keeps its own token bucket, "
+                       f"so a key may make up to {workers}x its plan's request rate (daily CU are shared exactly); "
+                       "set CRYPTOWIRE_REDIS_URL for one shared rate limit", err=True)
         run_server(host or settings.host, port or settings.port, workers, log_level.lower(), settings.log_format)
