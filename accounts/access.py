@@ -31,6 +31,9 @@ _KEY_CACHE_MAX = 10_000
 # waits at most PROBE_TIMEOUT for them (the connect timeouts are longer).
 PROBE_SECONDS = 1.0
 PROBE_TIMEOUT = 2.0
+# Once metering failed, requests are refused at once for this long instead of each waiting out the store's or
+# Redis's timeouts (up to 10 s on Postgres) and then arriving together when it is back.
+FAIL_FAST_SECONDS = 1.0
 # A refund the counters could not take is retried after this, then twice as long each time, up to the max.
 REFUND_RETRY_FIRST = 0.5
 REFUND_RETRY_MAX = 30.0
@@ -79,6 +82,7 @@ class MeteredAccess:
         self._problem: str | None = None  # what the last probe found wrong
         self._probe: asyncio.Task[None] | None = None  # the last probe, which may outlive its wait
         self._refunds: dict[asyncio.Task[None], Charge] = {}  # refunds retried until the counters answer
+        self._down_until = 0.0  # monotonic time until which requests are refused without trying (FAIL_FAST_SECONDS)
         watch = getattr(store, "watch_keys", None)
         if watch is not None:  # Postgres: another process changed a key -> forget every cached key at once
             watch(self._forget_keys)
@@ -126,9 +130,13 @@ class MeteredAccess:
                            "(`cryptowire keys set-plan ID PLAN`)")
         return plan
 
-    @staticmethod
-    def _unavailable(reason: object = None) -> ApiError:
+    def _unavailable(self, reason: object = None) -> ApiError:
         log.warning("metering unavailable: %s", reason)  # never holds a key: errors from SQLite / Redis only
+        self._down_until = time.monotonic() + FAIL_FAST_SECONDS
+        return self._refusal()
+
+    @staticmethod
+    def _refusal() -> ApiError:
         return ApiError(503, "METERING_UNAVAILABLE", "usage metering is unavailable right now; retry shortly",
                         {"Retry-After": "1"})
 
@@ -160,6 +168,8 @@ class MeteredAccess:
     async def check(self, key: str, api: str) -> Caller:
         if api not in APIS and api != USAGE_API:
             raise ValueError(f"unknown API {api!r}: expected one of {APIS + (USAGE_API,)}")
+        if time.monotonic() < self._down_until:  # fail fast: each call would wait out the store's timeouts
+            raise self._refusal()
         try:
             record = await self._record(key)
         except (sqlite3.Error, StoreUnavailable) as exc:

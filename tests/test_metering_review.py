@@ -3,6 +3,8 @@
 - a refund the counters cannot take right then (Postgres down) is retried until they can; the client is told its
   own error, and the CU come back;
 - a GraphQL request that fails on our side (500) is not charged;
+- while Postgres is down, requests are refused at once after the first finds out (not each after the store's
+  timeouts), and served again when it is back;
 - after Redis restarts, the next requests succeed (the pool's dead connections are replaced, not handed out);
 - a request costing more than the plan's whole daily allowance is told so (403), not to wait for midnight;
 - `cryptowire usage` on a key whose plan left the plans file says why there is no allowance;
@@ -52,6 +54,41 @@ def test_a_refund_while_postgres_is_down_is_made_once_it_is_back(tmp_path: Path,
             assert await access._counters.used(key_id, charge.info["day"]) == 0
             await access.refund(charge)  # idempotent: nothing more is given back
             assert await access._counters.used(key_id, charge.info["day"]) == 0
+        finally:
+            await access.close()
+
+    asyncio.run(run())
+
+
+def test_while_postgres_is_down_requests_are_refused_at_once(tmp_path: Path, postgres_url: str) -> None:
+    from accounts.access import FAIL_FAST_SECONDS
+
+    async def run() -> None:
+        access = build_access(metering_settings(tmp_path / "home", {"p": (100_000, 1000)}, database_url=postgres_url))
+        try:
+            _, key = access.store.create_key("f", "p", ["news"])
+            await access.check(key, "news")
+            access._cache.clear()  # a key not looked up yet: the store must be asked
+            pg_ctl(tmp_path, postgres_url, "stop")
+            with pytest.raises(ApiError) as err:
+                await access.check(key, "news")  # the first one finds out (the store's timeouts)
+            assert err.value.code == "METERING_UNAVAILABLE"
+            started = time.monotonic()
+            for _ in range(10):
+                with pytest.raises(ApiError) as err:
+                    await access.check(key, "news")
+                assert err.value.status == 503 and err.value.headers["Retry-After"] == "1"
+            assert time.monotonic() - started < 0.5  # not ten waits on the store
+            pg_ctl(tmp_path, postgres_url, "start")
+            await asyncio.sleep(FAIL_FAST_SECONDS + 0.1)
+            deadline = time.monotonic() + 30
+            while True:  # served again without a restart
+                try:
+                    await access.check(key, "news")
+                    break
+                except ApiError:
+                    assert time.monotonic() < deadline
+                    await asyncio.sleep(0.5)
         finally:
             await access.close()
 
