@@ -258,13 +258,14 @@ def test_items_without_link_or_date(
             item("Guid only", None, guid="post-17", pub=None),
             item("Title only", None, pub=None),
             item(None, None, pub=None, description=""),  # nothing to know it by
+            item("  ", "https://news.example.com/untitled", pub=None),  # no headline: the checks would refuse it
             item("Dated, no link", None, guid="post-18", pub="Wed, 05 Mar 2025 06:07:08 GMT"),
         ),
         RSS,
     )
     faulty, report = run_with_healthy(con, settings, local_server, "/sparse.xml")
-    assert (faulty.error, faulty.items_seen, faulty.items_new) == (None, 4, 3)
-    assert faulty.warning == "1 items skipped: no link, guid or title"
+    assert (faulty.error, faulty.items_seen, faulty.items_new) == (None, 5, 3)
+    assert faulty.warning == "2 items skipped: no title"
     got = con.execute(
         "SELECT title, url, guid, date_inferred, published_at = date_trunc('second', fetched_at) FROM raw_articles "
         "WHERE source_name = 'Faulty' ORDER BY title"

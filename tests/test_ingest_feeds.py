@@ -74,6 +74,8 @@ def test_relative_paths_follow_the_yaml_not_the_working_directory(
         ("feeds:\n  - {name: A, url: https://a.com/rss, language: 3}", "`language` must be a language code"),
         ("feeds:\n  - {name: A, url: 'ftp://a.com/rss'}", "unsupported scheme"),
         ("feeds:\n  - {name: A, url: 'https:///rss'}", "has no host"),
+        ("feeds:\n  - {name: A, url: 'http://127.0.0.1:99999/rss'}", "entry 1 ('A'): url "
+         "'http://127.0.0.1:99999/rss' has a port that is not a number in 0-65535"),
         ("feeds:\n  - {name: A, url: 'file://otherhost/x.xml'}", "names a remote host"),
         (
             "feeds:\n  - {name: A, url: 'https://a.com/rss'}\n  - {name: A, url: 'https://b.com/rss'}",

@@ -54,7 +54,7 @@ def test_feed_warnings_show_in_status_and_in_materialize_json(tmp_path: Path, lo
     (raw,) = json.loads(out.stdout)["assets"]
     health = {h["feed"]: h for h in raw["metadata"]["feed_health"]}
     assert "malformed XML" in health["Broken"]["warning"], health
-    assert "1 items skipped: no link, guid or title" in health["Broken"]["warning"], health
+    assert "1 items skipped: no title" in health["Broken"]["warning"], health
     assert health["Big"]["warning"].startswith("body cut at the size cap; kept the "), health
     assert health["Fine"]["warning"] is None and health["Big"]["error"] is None
 
@@ -68,7 +68,7 @@ def test_feed_warnings_show_in_status_and_in_materialize_json(tmp_path: Path, lo
     assert lines["Big"].endswith(f"  ok (warning: {health['Big']['warning']})"), text
     # the lenient-parse warning is long: one line, the parser's details left out, the JSON named for them
     assert lines["Broken"].endswith(
-        "  ok (warning: malformed XML (…); read leniently by feedparser; 1 items skipped: no link, guid or title)"
+        "  ok (warning: malformed XML (…); read leniently by feedparser; 1 items skipped: no title)"
     ), text
     assert "`cryptowire status --json` has them whole" in text, text
 

@@ -58,6 +58,10 @@ def _resolve_url(raw: str, base_dir: Path) -> str:
         parts = urlsplit(raw)
         if not parts.hostname:
             raise ValueError(f"url {raw!r} has no host")
+        try:
+            parts.port  # noqa: B018 - urlsplit checks the port only when asked
+        except ValueError:
+            raise ValueError(f"url {raw!r} has a port that is not a number in 0-65535") from None
         return raw
     if lower.startswith("file:"):
         parts = urlsplit(raw)

@@ -201,12 +201,13 @@ def ingest(
             )
         fetched_at = got.started_at
         language = feed.language or outcome.language
-        skipped = 0
+        untitled = 0
         for entry in outcome.entries:
-            aid = article_id(entry, feed.url)
-            if aid is None:
-                skipped += 1
+            if not entry.title.strip():  # a news item needs a headline: the API and the checks require one
+                untitled += 1
                 continue
+            aid = article_id(entry, feed.url)
+            assert aid is not None  # a titled entry is known by its link, guid or title
             if any(copy[1] is feed for copy in copies.get(aid, ())):
                 continue  # twice in one feed: its first
             when, inferred = published_at(entry.published, fetched_at)
@@ -229,8 +230,8 @@ def ingest(
                 ("language", language),
                 ("content_hash", content_hash(entry)),
             ))))
-        if skipped:
-            note = f"{skipped} items skipped: no link, guid or title"
+        if untitled:
+            note = f"{untitled} items skipped: no title"
             result.warning = f"{result.warning}; {note}" if result.warning else note
 
     # One row per article: the first copy (feeds in file order), unless the article is stored already and another
