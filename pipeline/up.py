@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from typing import Any
 
 import typer
 
@@ -51,19 +52,22 @@ def curl_example(settings: Settings, key: str) -> str:
     return f"curl -s {url} -H 'Content-Type: application/json' -d {shlex.quote(body)}"
 
 
-def serve_after_up(settings: Settings) -> None:
+def serve_after_up(settings: Settings, summary: dict[str, Any] | None = None) -> None:
+    """Create a local key, say how to try the API, and serve. With ``summary`` (under --json) stdout gets one JSON
+    document, the run's summary with a ``serving`` part holding the key; the lines for people go to stderr."""
+    from pipeline.commands.output import emit_json
     from pipeline.commands.serve import run_server
 
     settings.ensure_dirs()
     key = local_key(settings)
-    typer.echo("")
-    typer.echo(f"access key (pro plan, shown once): {key}")
-    typer.echo("try it:")
-    typer.echo("  " + curl_example(settings, key))
-    typer.echo(f"GraphiQL: open http://{settings.host}:{settings.port}/crypto-news/{key} in a browser")
+    base = f"http://{settings.host}:{settings.port}"
     # a failed render answers JSON, which --fail-with-body writes into the output file: `cat` shows it
-    typer.echo(f"PDF:      curl -s --fail-with-body 'http://{settings.host}:{settings.port}/api/html-to-pdf/{key}"
-               "?url=https://example.com' -o page.pdf || cat page.pdf")
-    typer.echo(f"overview: http://{settings.host}:{settings.port}/")
-    typer.echo("")
-    run_server(settings.host, settings.port, log_format=settings.log_format)
+    pdf = f"curl -s --fail-with-body '{base}/api/html-to-pdf/{key}?url=https://example.com' -o page.pdf || cat page.pdf"
+    lines = ["", f"access key (pro plan, shown once): {key}", "try it:", "  " + curl_example(settings, key),
+             f"GraphiQL: open {base}/crypto-news/{key} in a browser", f"PDF:      {pdf}", f"overview: {base}/", ""]
+    if summary is not None:
+        emit_json({**summary, "serving": {"url": base, "key": key, "plan": "pro", "graphql": f"{base}/crypto-news/{key}",
+                                          "pdf": f"{base}/api/html-to-pdf/{key}", "overview": f"{base}/"}})
+    for line in lines:
+        typer.echo(line, err=summary is not None)
+    run_server(settings.host, settings.port, log_format=settings.log_format, stdout_free=summary is not None)

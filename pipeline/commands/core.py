@@ -72,8 +72,22 @@ def stop_on_sigterm() -> None:
     signal.signal(signal.SIGINT, stop)
 
 
-def run_materialize(feeds: Path | None, select: str | None, as_json: bool, wait_timeout: float | None = None) -> Any:
+def summary_document(summary: Any) -> dict[str, Any]:
+    """The run's summary as `--json` prints it; a failed run also has the keys every --json error has."""
     from dataclasses import asdict
+
+    doc = asdict(summary)
+    if not summary.ok:
+        failed = [a.asset for a in summary.assets if not a.ok and not a.skipped]
+        doc["error"] = (f"the run failed: {', '.join(failed) or 'see assets'}; each asset's error is under `assets`"
+                        if not summary.stopped else "the run was stopped; what it committed stays")
+        doc["exitCode"] = 1
+    return doc
+
+
+def run_materialize(feeds: Path | None, select: str | None, as_json: bool, wait_timeout: float | None = None,
+                    emit: bool = True) -> Any:
+    """Run the selected assets and print the summary (JSON with ``as_json``; nothing when not ``emit``)."""
 
     from pipeline.jobs import InstanceError
     from pipeline.jobs import materialize as do_materialize
@@ -97,9 +111,9 @@ def run_materialize(feeds: Path | None, select: str | None, as_json: bool, wait_
         fail(str(exc))
     except KeyboardInterrupt:
         _stopped()
-    if as_json:
-        emit_json(asdict(summary))
-    else:
+    if emit and as_json:
+        emit_json(summary_document(summary))
+    elif emit:
         _print_summary(summary)
     if summary.stopped:
         _stopped(reported=True)
@@ -199,8 +213,13 @@ def register(app: typer.Typer) -> None:
             problem = port_in_use(_settings())
             if problem:
                 fail(problem)
-        summary = run_materialize(feeds, None, as_json, wait_timeout)
+        # Under --json stdout gets one document: the run's summary, and what is served when serving.
+        summary = run_materialize(feeds, None, as_json, wait_timeout, emit=not (as_json and serve))
         if not summary.ok:
+            if as_json:  # the summary above carries the error; a second document would break the JSON
+                typer.secho("error: the pipeline failed (see the summary); nothing to serve", err=True,
+                            fg=typer.colors.RED)
+                raise typer.Exit(1)
             fail("the pipeline failed (see above); nothing to serve")
         from pipeline.status import collect, render
 
@@ -215,7 +234,7 @@ def register(app: typer.Typer) -> None:
             problem = port_in_use(_settings())  # again: the port may have been taken while materializing
             if problem:
                 fail(problem)
-            serve_after_up(_settings())
+            serve_after_up(_settings(), summary_document(summary) if as_json else None)
 
     @app.command()
     def dev() -> None:

@@ -46,12 +46,15 @@ class RedactAccessKeys(logging.Filter):
         return True
 
 
-def log_config(fmt: str = "text") -> dict[str, Any]:
+def log_config(fmt: str = "text", stdout_free: bool = False) -> dict[str, Any]:
     """uvicorn's logging config with the redacting filter on ``uvicorn.access``; ``fmt="json"`` writes one JSON
-    object per line (CRYPTOWIRE_LOG_FORMAT=json)."""
+    object per line (CRYPTOWIRE_LOG_FORMAT=json). ``stdout_free``: the access log on stderr too (`up --json`
+    keeps stdout for its one document)."""
     from uvicorn.config import LOGGING_CONFIG
 
     config = copy.deepcopy(LOGGING_CONFIG)
+    if stdout_free:
+        config["handlers"]["access"]["stream"] = "ext://sys.stderr"
     if fmt == "json":
         for name in config["formatters"]:
             config["formatters"][name] = {"()": "warehouse.logs.JsonFormatter"}
@@ -61,13 +64,14 @@ def log_config(fmt: str = "text") -> dict[str, Any]:
     return config
 
 
-def run_server(host: str, port: int, workers: int = 1, log_level: str = "info", log_format: str = "text") -> None:
+def run_server(host: str, port: int, workers: int = 1, log_level: str = "info", log_format: str = "text",
+               stdout_free: bool = False) -> None:
     """Run ``api.app:create_app`` under uvicorn (blocks until stopped)."""
     import uvicorn
 
     uvicorn.run(
         "api.app:create_app", factory=True, host=host, port=port, workers=workers, log_level=log_level,
-        log_config=log_config(log_format), proxy_headers=False, server_header=False,
+        log_config=log_config(log_format, stdout_free), proxy_headers=False, server_header=False,
     )
 
 
