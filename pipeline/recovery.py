@@ -10,8 +10,11 @@ that the process of a run launched by ``DefaultRunLauncher`` or run in-process i
 - runs launched by the Dagster daemon carry the pid of their run worker in the engine event
   "Started process for run (pid: N)"; they run on this host (``DefaultRunLauncher``).
 
-A run with neither (a notebook's ``materialize``, ``dagster asset materialize``) is judged by its events: it is
-taken for dead when it has written none for ``HEARTBEAT_TIMEOUT``.
+- any other run (``dagster asset materialize``, a notebook's ``materialize``) is tied to its coordinating process
+  by its first step (``claim_run``, called when the warehouse resource is set up).
+
+A run with none of these (one that has not reached a step yet) is judged by its events: it is taken for dead
+when it has written none for ``HEARTBEAT_TIMEOUT``.
 
 ``recover`` marks every in-progress run whose process is gone as failed, with the reason, and frees the slots
 and pending claims of every run that is no longer in progress. It runs before each materialization, in the
@@ -59,6 +62,22 @@ def process_tags() -> dict[str, str]:
         TAG_PID_START: process_start(pid) or "",
         TAG_HEARTBEAT: _now_iso(),
     }
+
+
+def claim_run(instance: Any, run_id: str) -> None:
+    """Tie a run started by other means (``dagster asset materialize``, the webserver's in-process runs, a
+    notebook) to the process that coordinates it, from its first step: a step of the multiprocess executor runs in
+    a child of that process, an in-process step in it. Runs that ``cryptowire`` or the daemon started are tied
+    already. Without this such a run could only be judged by its silence, and a step fetching slow feeds or
+    scoring thousands of articles is silent for minutes while alive."""
+    import multiprocessing
+
+    run = instance.get_run_by_id(run_id)
+    if run is None or TAG_PID in run.tags or _worker_pid(instance, run_id) is not None:
+        return
+    pid = os.getppid() if multiprocessing.parent_process() is not None else os.getpid()
+    instance.add_run_tags(run_id, {TAG_HOST: socket.gethostname(), TAG_PID: str(pid),
+                                   TAG_PID_START: process_start(pid) or ""})
 
 
 def _now_iso() -> str:

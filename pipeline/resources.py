@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -11,11 +12,24 @@ import duckdb
 
 from warehouse import db
 
+log = logging.getLogger(__name__)
+
 
 class WarehouseResource(dg.ConfigurableResource):
     """The DuckDB warehouse. Opened read-write per asset (DuckDB allows one writer process at a time)."""
 
     path: str
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        """Ties the run to its process for crash recovery (``pipeline.recovery.claim_run``); never fails a run."""
+        if context.instance is None or context.run_id is None:
+            return
+        from pipeline.recovery import claim_run
+
+        try:
+            claim_run(context.instance, context.run_id)
+        except Exception:  # noqa: BLE001 - without the tag the run is judged by its events, as before
+            log.warning("could not tag run %s with its process", context.run_id, exc_info=True)
 
     @contextmanager
     def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
