@@ -152,8 +152,21 @@ def test_404_is_recorded_and_not_retried(
     con: duckdb.DuckDBPyConnection, settings: Settings, local_server: LocalServer
 ) -> None:
     faulty, _ = run_with_healthy(con, settings, local_server, "/gone.xml")
-    assert (faulty.http_status, faulty.error) == (404, "HTTP 404 Not Found")
+    assert (faulty.http_status, faulty.error) == (
+        404, "HTTP 404 Not Found: the feed is no longer at this url; fix it in the feeds file or set enabled: false"
+    )
     assert local_server.hits("/gone.xml") == 1
+
+
+def test_429_names_the_wait_the_publisher_asks_for(
+    con: duckdb.DuckDBPyConnection, settings: Settings, local_server: LocalServer
+) -> None:
+    local_server.routes["/busy.xml"] = lambda req: Reply(429, b"slow down", {"Retry-After": "120"})
+    faulty, _ = run_with_healthy(con, settings, local_server, "/busy.xml")
+    assert faulty.http_status == 429
+    assert faulty.error == ("HTTP 429 Too Many Requests: the publisher asks to wait 120 s (Retry-After); "
+                            "poll it less often")
+    assert local_server.hits("/busy.xml") == 1
 
 
 def test_500_then_success_is_retried(

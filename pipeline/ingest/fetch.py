@@ -80,6 +80,19 @@ def _timeout_kind(exc: httpx.TimeoutException) -> str:
     return "pool"
 
 
+def _http_error(status: int, reason: str, retry_after: str | None) -> str:
+    """The feed's error as `status` shows it, with what to do for the answers a feed's owner can act on."""
+    error = f"HTTP {status} {reason}".strip()
+    if status in (404, 410):
+        return f"{error}: the feed is no longer at this url; fix it in the feeds file or set enabled: false"
+    if status == 429:
+        wait = f" {retry_after.strip()} s" if retry_after and retry_after.strip().isdigit() else ""
+        return f"{error}: the publisher asks to wait{wait} (Retry-After); poll it less often"
+    if status in (401, 403):
+        return f"{error}: the publisher refuses this client; check the url, or set enabled: false"
+    return error
+
+
 async def _http_once(
     client: httpx.AsyncClient, out: Fetched, validators: Validators | None, cap: int
 ) -> None:
@@ -101,7 +114,7 @@ async def _http_once(
         if resp.status_code >= 500:
             raise _Retryable(f"HTTP {resp.status_code} {resp.reason_phrase}".strip())
         if not 200 <= resp.status_code < 300:
-            out.error = f"HTTP {resp.status_code} {resp.reason_phrase}".strip()
+            out.error = _http_error(resp.status_code, resp.reason_phrase, resp.headers.get("retry-after"))
             return
         buf = bytearray()
         chunks = resp.aiter_bytes(CHUNK)
