@@ -9,6 +9,15 @@ from warehouse.config import Settings
 
 # raw_articles is polled by the schedule; everything downstream follows its upstream (declarative automation).
 EAGER = dg.AutomationCondition.eager()
+# Eager, but on a change of the upstream's data version rather than on any new materialization: a poll that found
+# nothing new materializes raw_articles with the version it had, and must not re-run everything downstream (and
+# publish a new snapshot, which empties the API's page cache) every ten minutes.
+ON_CHANGE = EAGER.replace(
+    "any_deps_updated",
+    dg.AutomationCondition.any_deps_match(
+        dg.AutomationCondition.data_version_changed() | dg.AutomationCondition.will_be_requested()
+    ).with_label("any_deps_changed"),
+)
 RAW_FRESHNESS = dg.FreshnessPolicy.time_window(fail_window=timedelta(minutes=30), warn_window=timedelta(minutes=15))
 
 ingest_job = dg.define_asset_job(

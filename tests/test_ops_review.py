@@ -71,3 +71,79 @@ def test_up_json_while_serving_prints_one_document_with_the_key(tmp_path: Path, 
     assert doc["ok"] is True and serving["key"].startswith("cw_live_"), doc
     assert serving["graphql"] == f"http://127.0.0.1:{port}/crypto-news/{serving['key']}"
     assert "access key (pro plan, shown once)" in stderr and "access key" not in stdout.replace('"key"', "")
+
+
+def test_analysts_can_read_the_warehouse_while_the_feeds_download(tmp_path: Path) -> None:
+    """The writer held the file for the whole fetch (up to the 120 s deadline on every poll); now only to read the
+    feeds' validators and to merge."""
+    import duckdb
+
+    from tests.support.httpserver import LocalServer, hang, static
+
+    home = tmp_path / "home"
+    with LocalServer() as feeds:
+        feeds.routes["/slow.xml"] = hang(30)  # cut by the run's 6 s deadline
+        feeds.routes["/fine.xml"] = static(rss(item("Fine", "https://fine.example.com/1")), "application/rss+xml")
+        feeds_file = tmp_path / "feeds.yaml"
+        feeds_file.write_text(f"feeds:\n  - name: Slow\n    url: {feeds.url('/slow.xml')}\n"
+                              f"  - name: Fine\n    url: {feeds.url('/fine.xml')}\n")
+        proc = subprocess.Popen([CLI, "materialize", "--select", "raw_articles", "--json", "--feeds", str(feeds_file)],
+                                env=_env(home, CRYPTOWIRE_FETCH_DEADLINE="6"), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while not feeds.hits("/slow.xml"):  # the run is downloading
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.1)
+        con = duckdb.connect(str(home / "warehouse.duckdb"), read_only=True)  # README's open, query, close
+        try:
+            assert con.execute("SELECT count(*) FROM raw_articles").fetchall() == [(0,)]
+        finally:
+            con.close()
+        stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stderr[-2000:]
+    assert json.loads(stdout)["ok"] is True
+    con = duckdb.connect(str(home / "warehouse.duckdb"), read_only=True)
+    try:
+        assert con.execute("SELECT title FROM raw_articles").fetchall() == [("Fine",)]
+    finally:
+        con.close()
+
+
+def test_a_poll_that_finds_nothing_new_does_not_run_what_follows(tmp_path: Path, built_models: Path,
+                                                                  monkeypatch) -> None:  # noqa: ANN001
+    """Every scheduled poll re-ran articles, events, stories and the snapshot (a new snapshot each ten minutes,
+    emptying the API's page cache), though it had found nothing new. Evaluated as the daemon's `follow_upstream`
+    sensor does, on the runs' real records."""
+    import dagster as dg
+
+    from tests.test_crash_recovery import _instance
+
+    home = tmp_path / "home"
+    shutil.copytree(built_models, home / "models")
+    feed = tmp_path / "one.xml"
+    feed.write_text(rss(item("Bitcoin rises 2% as ETF inflows return", "https://one.example.com/1")))
+    feeds = tmp_path / "feeds.yaml"
+    feeds.write_text("feeds:\n  - name: One\n    url: one.xml\n")
+    for name, value in _env(home).items():
+        if name.startswith("CRYPTOWIRE_"):
+            monkeypatch.setenv(name, value)
+    from pipeline.definitions import defs
+
+    def poll() -> None:
+        out = _cli(home, "materialize", "--select", "raw_articles", "--json", "--feeds", str(feeds))
+        assert out.returncode == 0, out.stderr[-2000:]
+
+    assert _cli(home, "materialize", "--feeds", str(feeds)).returncode == 0
+    instance = _instance(home)
+    try:
+        first = dg.evaluate_automation_conditions(defs=defs, instance=instance)
+        poll()  # the same feed: nothing new
+        quiet = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=first.cursor)
+        assert quiet.get_num_requested(dg.AssetKey("articles")) == 0, "a poll with nothing new re-ran articles"
+        feed.write_text(rss(item("Bitcoin rises 2% as ETF inflows return", "https://one.example.com/1"),
+                            item("Ether slides 3% as gas fees jump", "https://one.example.com/2")))
+        poll()  # one new article
+        busy = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=quiet.cursor)
+        assert busy.get_num_requested(dg.AssetKey("articles")) == 1, "a poll with a new article did not run articles"
+    finally:
+        instance.dispose()

@@ -4,7 +4,7 @@
 import dagster as dg
 
 from pipeline.assets.ingest import POOL
-from pipeline.automation import EAGER
+from pipeline.automation import ON_CHANGE
 from pipeline.resources import WarehouseResource
 from warehouse.config import get_settings
 from warehouse.crashpoints import crash_point
@@ -31,7 +31,7 @@ def crypto_assets(warehouse: WarehouseResource) -> dg.MaterializeResult:
     pool=POOL,
     deps=["raw_articles", crypto_assets],
     kinds={"duckdb", "pytorch"},
-    automation_condition=EAGER,
+    automation_condition=ON_CHANGE,
     description=(
         "Every raw article with sentiment (fine-tuned MiniLM), tickers and topics. Incremental: only articles "
         "without a score for the current model_version, or tags for the current tagger_version, are processed."

@@ -26,6 +26,8 @@ import hashlib
 import logging
 import time
 import uuid
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -72,6 +74,9 @@ class IngestReport:
     started_at: datetime | None = None
     # Where the time went: fetch (with parsing overlapped), building rows, writing the transaction.
     timings_ms: dict[str, float] = field(default_factory=dict)
+    total: int = 0  # articles in raw_articles after the merge
+    # raw_articles' contents in a word: its row count and newest updated_at (a merge that changes nothing keeps it)
+    version: str = ""
     failed: list[FeedResult] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -127,13 +132,45 @@ def ingest(
     con: duckdb.DuckDBPyConnection, feeds: list[Feed], settings: Settings, *, run_id: str | None = None
 ) -> IngestReport:
     """Fetch and merge every enabled feed in one transaction; see the module notes for the rules."""
-    run_id = run_id or new_run_id()
+    active = [f for f in feeds if f.enabled]
+    got = _download(active, settings, raw.load_feed_state(con, _urls(active)))
+    return _merge(con, active, got, run_id or new_run_id())
+
+
+def ingest_feeds(
+    connect: Callable[[], AbstractContextManager[duckdb.DuckDBPyConnection]], feeds: list[Feed], settings: Settings,
+    *, run_id: str | None = None,
+) -> IngestReport:
+    """``ingest``, opening the warehouse (``connect()``) only to read the feeds' validators and then to merge: a
+    writer locks every other process out of the file, and the downloads can take up to the fetch deadline."""
+    active = [f for f in feeds if f.enabled]
+    with connect() as con:
+        validators = raw.load_feed_state(con, _urls(active))
+    got = _download(active, settings, validators)
+    with connect() as con:
+        return _merge(con, active, got, run_id or new_run_id())
+
+
+def _urls(active: list[Feed]) -> list[str]:
+    return list(dict.fromkeys(f.url for f in active))
+
+
+@dataclass
+class _Downloaded:
+    fetched: dict[str, Fetched]
+    parsed: dict[str, ParsedFeed | FeedParseError]
+    parse_ms: dict[str, float]
+    started_at: datetime
+    t0: float
+    t_fetched: float
+
+
+def _download(
+    active: list[Feed], settings: Settings, validators: dict[str, tuple[str | None, str | None]]
+) -> _Downloaded:
     t0 = time.perf_counter()
     run_started = utcnow()
-    active = [f for f in feeds if f.enabled]
-    urls = list(dict.fromkeys(f.url for f in active))
-    validators = raw.load_feed_state(con, urls)
-
+    urls = _urls(active)
     parsed: dict[str, ParsedFeed | FeedParseError] = {}
     parse_ms: dict[str, float] = {}
 
@@ -157,8 +194,12 @@ def ingest(
         parse_ms[got.url] = (time.perf_counter() - p0) * 1000
 
     fetched = run_sync(fetch_all(urls, settings, validators, on_done)) if urls else {}
-    t_fetched = time.perf_counter()
+    return _Downloaded(fetched, parsed, parse_ms, run_started, t0, time.perf_counter())
 
+
+def _merge(con: duckdb.DuckDBPyConnection, active: list[Feed], got_all: _Downloaded, run_id: str) -> IngestReport:
+    fetched, parsed, parse_ms = got_all.fetched, got_all.parsed, got_all.parse_ms
+    t0, t_fetched, run_started = got_all.t0, got_all.t_fetched, got_all.started_at
     cols: dict[str, list] = {c: [] for c in raw.ARTICLE_COLUMNS}
     owner: dict[str, int] = {}  # article id -> index of the result (feed) whose row is merged
     copies: dict[str, list[tuple[int, Feed, dict]]] = {}  # article id -> (result index, feed, row) per copy
@@ -259,6 +300,7 @@ def ingest(
                 results[idx].items_updated += 1
         # Health rows last: a failure anywhere above rolls back the whole run.
         raw.record_fetches(con, _fetch_frame(run_id, results))
+    total, newest = con.execute("SELECT count(*), max(updated_at) FROM raw_articles").fetchall()[0]
 
     report = IngestReport(
         run_id=run_id,
@@ -268,6 +310,8 @@ def ingest(
         unchanged=len(owner) - len(new_ids) - len(updated_ids),
         duration_ms=(time.perf_counter() - t0) * 1000,
         started_at=run_started,
+        total=total,
+        version=f"{total}:{newest.isoformat() if newest else '-'}",
         timings_ms={
             "fetch_and_parse": (t_fetched - t0) * 1000,
             "parse": sum(parse_ms.values()),
