@@ -336,7 +336,9 @@ def test_plot_sentiment_writes_a_png(home: Path, tmp_path: Path, monkeypatch: py
         assert hourly.exit_code == 0 and "per hour" in hourly.output, hourly.output
         for args, what in ((["--ticker", "NOPE"], "no dated article mentions NOPE"),
                            (["--ticker", "BTC", "--interval", "month"], "unknown --interval"),
-                           (["--ticker", "BTC", "--since", "yesterday"], "--since/--until")):
+                           (["--ticker", "BTC", "--since", "yesterday"], "--since/--until"),
+                           (["--ticker", "BTC", "--since", "2030-01-01"], "--since 2030-01-01 is after the newest "
+                                                                        "dated article (2024-12-")):
             bad = runner.invoke(cli, ["plot", "sentiment", "--out", str(tmp_path / "x.png"), *args])
             assert bad.exit_code == 1 and what in bad.output, bad.output
         assert not (tmp_path / "x.png").exists()

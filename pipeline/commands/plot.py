@@ -123,6 +123,10 @@ def register(app: typer.Typer) -> None:
         con = connect_snapshot(path)
         try:
             facts = {"newest_dated": newest_dated(con)}  # the range's end when --until is not given
+            newest = facts["newest_dated"]
+            if since_at is not None and until_at is None and newest is not None and since_at.at > newest:
+                fail(f"--since {since} is after the newest dated article ({newest.isoformat(timespec='minutes')}): "
+                     "choose an earlier --since, or give --until too")
             fits = _fitting(since_at, until_at, facts["newest_dated"])
             name = interval.upper() if interval else ("DAY" if since_at is None else fits or "WEEK")
             try:
