@@ -11,7 +11,8 @@ from warehouse.config import Settings
 EAGER = dg.AutomationCondition.eager()
 # Eager, but on a change of the upstream's data version rather than on any new materialization: a poll that found
 # nothing new materializes raw_articles with the version it had, and must not re-run everything downstream (and
-# publish a new snapshot, which empties the API's page cache) every ten minutes.
+# publish a new snapshot, which empties the API's page cache) every ten minutes. A change made by a run that also
+# ran the asset (`cryptowire materialize`) is handled by that run, as in eager.
 ON_CHANGE = EAGER.replace(
     "any_deps_updated",
     dg.AutomationCondition.any_deps_match(

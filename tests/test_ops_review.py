@@ -133,18 +133,28 @@ def test_a_poll_that_finds_nothing_new_does_not_run_what_follows(tmp_path: Path,
         out = _cli(home, "materialize", "--select", "raw_articles", "--json", "--feeds", str(feeds))
         assert out.returncode == 0, out.stderr[-2000:]
 
-    first_run = _cli(home, "materialize", "--select", "crypto_assets,raw_articles,articles", "--feeds", str(feeds))
-    assert first_run.returncode == 0, first_run.stderr[-2000:]
+    def full_run() -> None:  # what `articles` needs, in one run
+        out = _cli(home, "materialize", "--select", "crypto_assets,raw_articles,articles", "--feeds", str(feeds))
+        assert out.returncode == 0, out.stderr[-2000:]
+
+    full_run()
     instance = _instance(home)
     only = dg.AssetSelection.assets("articles")  # the one asset that follows raw_articles (the rest follow it)
     try:
         first = dg.evaluate_automation_conditions(defs=defs, instance=instance, asset_selection=only)
-        poll()  # the same feed: nothing new
-        quiet = dg.evaluate_automation_conditions(defs=defs, instance=instance, asset_selection=only,
-                                                  cursor=first.cursor)
-        assert quiet.get_num_requested(dg.AssetKey("articles")) == 0, "a poll with nothing new re-ran articles"
         feed.write_text(rss(item("Bitcoin rises 2% as ETF inflows return", "https://one.example.com/1"),
                             item("Ether slides 3% as gas fees jump", "https://one.example.com/2")))
+        full_run()  # new data, and articles ran with it
+        after_full = dg.evaluate_automation_conditions(defs=defs, instance=instance, asset_selection=only,
+                                                       cursor=first.cursor)
+        assert after_full.get_num_requested(dg.AssetKey("articles")) == 0, "articles ran again after a full run"
+        poll()  # the same feed: nothing new
+        quiet = dg.evaluate_automation_conditions(defs=defs, instance=instance, asset_selection=only,
+                                                  cursor=after_full.cursor)
+        assert quiet.get_num_requested(dg.AssetKey("articles")) == 0, "a poll with nothing new re-ran articles"
+        feed.write_text(rss(item("Bitcoin rises 2% as ETF inflows return", "https://one.example.com/1"),
+                            item("Ether slides 3% as gas fees jump", "https://one.example.com/2"),
+                            item("Solana fees fall after the upgrade", "https://one.example.com/3")))
         poll()  # one new article
         busy = dg.evaluate_automation_conditions(defs=defs, instance=instance, asset_selection=only,
                                                  cursor=quiet.cursor)
