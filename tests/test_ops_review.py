@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.support.apiserver import free_port
 from tests.support.feedgen import item, rss
@@ -37,10 +38,12 @@ def test_a_failed_run_under_json_names_the_error_and_the_exit_code(tmp_path: Pat
     assert doc["error"].startswith("the run failed: raw_articles"), doc["error"]
 
 
-def test_up_json_prints_one_document_when_the_run_fails(tmp_path: Path) -> None:
-    out = _cli(tmp_path / "home", "up", "--no-serve", "--json", "--feeds", str(_all_bad_feeds(tmp_path)))
+@pytest.mark.parametrize("serve", [True, False], ids=["serving", "no-serve"])
+def test_up_json_prints_one_document_when_the_run_fails(tmp_path: Path, serve: bool) -> None:
+    args = ("up", "--json", "--feeds", str(_all_bad_feeds(tmp_path)), *(() if serve else ("--no-serve",)))
+    out = _cli(tmp_path / "home", *args, CRYPTOWIRE_PORT=str(free_port()))
     assert out.returncode == 1
-    doc = json.loads(out.stdout)  # "Extra data" before: the summary, then a second error document
+    doc = json.loads(out.stdout)  # "Extra data" before: the summary, then a second error document; or nothing
     assert doc["exitCode"] == 1 and doc["ok"] is False
     assert "nothing to serve" in out.stderr
 
@@ -161,3 +164,22 @@ def test_a_poll_that_finds_nothing_new_does_not_run_what_follows(tmp_path: Path,
         assert busy.get_num_requested(dg.AssetKey("articles")) == 1, "a poll with a new article did not run articles"
     finally:
         instance.dispose()
+
+
+def test_a_stopped_run_under_json_names_the_exit_code_it_exits_with(tmp_path: Path) -> None:
+    from tests.support.httpserver import LocalServer, hang
+
+    with LocalServer() as feeds:
+        feeds.routes["/slow.xml"] = hang(60)
+        feeds_file = tmp_path / "feeds.yaml"
+        feeds_file.write_text(f"feeds:\n  - name: Slow\n    url: {feeds.url('/slow.xml')}\n")
+        proc = subprocess.Popen([CLI, "materialize", "--json", "--feeds", str(feeds_file)], env=_env(tmp_path / "home"),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while not feeds.hits("/slow.xml"):  # stopped while it downloads
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        stdout, _ = proc.communicate(timeout=120)
+    doc = json.loads(stdout)
+    assert proc.returncode == 130 and doc["stopped"] is True and doc["exitCode"] == 130, (proc.returncode, doc)

@@ -74,13 +74,18 @@ def stop_on_sigterm() -> None:
 
 def summary_document(summary: Any) -> dict[str, Any]:
     """The run's summary as `--json` prints it; a failed run also has the keys every --json error has."""
+    import signal
     from dataclasses import asdict
 
+    from pipeline import runlock
+
     doc = asdict(summary)
-    if not summary.ok:
+    if summary.stopped:  # the exit code a stopped process has (_stopped)
+        doc["error"] = "the run was stopped; what it committed stays"
+        doc["exitCode"] = 128 + (runlock.stop_signal or signal.SIGINT)
+    elif not summary.ok:
         failed = [a.asset for a in summary.assets if not a.ok and not a.skipped]
-        doc["error"] = (f"the run failed: {', '.join(failed) or 'see assets'}; each asset's error is under `assets`"
-                        if not summary.stopped else "the run was stopped; what it committed stays")
+        doc["error"] = f"the run failed: {', '.join(failed) or 'see assets'}; each asset's error is under `assets`"
         doc["exitCode"] = 1
     return doc
 
@@ -111,7 +116,7 @@ def run_materialize(feeds: Path | None, select: str | None, as_json: bool, wait_
         fail(str(exc))
     except KeyboardInterrupt:
         _stopped()
-    if emit and as_json:
+    if as_json and (emit or summary.stopped or not summary.ok):  # a run that went wrong always reports
         emit_json(summary_document(summary))
     elif emit:
         _print_summary(summary)
