@@ -31,12 +31,14 @@ _KEY_CACHE_MAX = 10_000
 # waits at most PROBE_TIMEOUT for them (the connect timeouts are longer).
 PROBE_SECONDS = 1.0
 PROBE_TIMEOUT = 2.0
-# Once metering failed, requests are refused at once for this long instead of each waiting out the store's or
-# Redis's timeouts (up to 10 s on Postgres) and then arriving together when it is back.
+# Once metering failed, requests are refused at once for this long, then one at a time tries again while the
+# others are refused (instead of each waiting out the store's or Redis's timeouts, up to 10 s on Postgres, and
+# then arriving together when it is back).
 FAIL_FAST_SECONDS = 1.0
 # A refund the counters could not take is retried after this, then twice as long each time, up to the max.
 REFUND_RETRY_FIRST = 0.5
 REFUND_RETRY_MAX = 30.0
+CLOSE_REFUNDS_SECONDS = 12.0  # close() waits this long for pending refunds' last attempts (Postgres waits 10 s)
 
 UNKNOWN_KEY = (
     "unknown or revoked access key: pass a valid key (it starts with cw_live_) as the last path segment; "
@@ -82,7 +84,10 @@ class MeteredAccess:
         self._problem: str | None = None  # what the last probe found wrong
         self._probe: asyncio.Task[None] | None = None  # the last probe, which may outlive its wait
         self._refunds: dict[asyncio.Task[None], Charge] = {}  # refunds retried until the counters answer
+        self._closing = asyncio.Event()
         self._down_until = 0.0  # monotonic time until which requests are refused without trying (FAIL_FAST_SECONDS)
+        self._failing = False  # metering failed and no request has got through since
+        self._trial = False  # a request is trying metering again; the others are refused meanwhile
         watch = getattr(store, "watch_keys", None)
         if watch is not None:  # Postgres: another process changed a key -> forget every cached key at once
             watch(self._forget_keys)
@@ -132,6 +137,7 @@ class MeteredAccess:
 
     def _unavailable(self, reason: object = None) -> ApiError:
         log.warning("metering unavailable: %s", reason)  # never holds a key: errors from SQLite / Redis only
+        self._failing = True
         self._down_until = time.monotonic() + FAIL_FAST_SECONDS
         return self._refusal()
 
@@ -168,8 +174,26 @@ class MeteredAccess:
     async def check(self, key: str, api: str) -> Caller:
         if api not in APIS and api != USAGE_API:
             raise ValueError(f"unknown API {api!r}: expected one of {APIS + (USAGE_API,)}")
-        if time.monotonic() < self._down_until:  # fail fast: each call would wait out the store's timeouts
-            raise self._refusal()
+        # Fail fast while metering is down: after a failure, refuse for FAIL_FAST_SECONDS, then let one request
+        # try at a time (the others refused) until one gets through; each would otherwise wait out the timeouts.
+        trial = False
+        if self._failing:
+            if self._trial or time.monotonic() < self._down_until:
+                raise self._refusal()
+            self._trial = trial = True
+        try:
+            caller = await self._check(key, api)
+            self._failing = False
+            return caller
+        except ApiError as exc:
+            if exc.code != "METERING_UNAVAILABLE":
+                self._failing = False  # metering answered (a refusal of the key, the rate)
+            raise
+        finally:
+            if trial:
+                self._trial = False
+
+    async def _check(self, key: str, api: str) -> Caller:
         try:
             record = await self._record(key)
         except (sqlite3.Error, StoreUnavailable) as exc:
@@ -212,8 +236,8 @@ class MeteredAccess:
             raise ApiError(
                 403, "COST_EXCEEDS_PLAN",
                 f"this request costs {cost} CU, more than the {plan.title} plan's whole daily allowance of "
-                f"{plan.cu_per_day} CU: ask for less (smaller first/last, fewer fields) or move the key to a "
-                "larger plan",
+                f"{plan.cu_per_day} CU: move the key to a larger plan"
+                + (" or ask for less (smaller first/last, fewer fields)" if caller.api != "pdf" else ""),
                 self.headers(caller),
             )
         now = time.time()
@@ -264,16 +288,34 @@ class MeteredAccess:
             caller.info["used"] = used
 
     async def _refund_later(self, charge: Charge) -> None:
+        """Retry one refund until the counters take it. The only place it is retried: a second attempt beside an
+        attempt still waiting on the store (in a worker thread, which cancelling cannot stop) could refund twice."""
         delay = REFUND_RETRY_FIRST
         while True:
-            await asyncio.sleep(delay)
+            closing = await self._closing_within(delay)
             try:
                 await self._give_back(charge)
             except MeteringUnavailable:
+                if closing:
+                    self._lost(charge, "metering was still unavailable")
+                    return
                 delay = min(delay * 2, REFUND_RETRY_MAX)
                 continue
             log.info("deferred refund of %d CU to key %s done", charge.cost, charge.caller.key_id)
             return
+
+    async def _closing_within(self, seconds: float) -> bool:
+        """Wait ``seconds``, or less when ``close()`` starts; True when closing."""
+        try:
+            await asyncio.wait_for(self._closing.wait(), seconds)
+        except TimeoutError:
+            pass
+        return self._closing.is_set()
+
+    @staticmethod
+    def _lost(charge: Charge, why: str) -> None:
+        log.error("refund of %d CU to key %s (day %s, api %s) not made at shutdown (%s): credit it by hand if the "
+                  "usage shows it", charge.cost, charge.caller.key_id, charge.info["day"], charge.caller.api, why)
 
     def headers(self, caller: Caller | None, charge: Charge | None = None) -> dict[str, str]:
         if caller is None:
@@ -345,15 +387,13 @@ class MeteredAccess:
         }
 
     async def close(self) -> None:
-        pending = dict(self._refunds)
-        for task in pending:
-            task.cancel()
-        for charge in pending.values():  # one last try each; what still fails is logged for a manual credit
-            try:
-                await asyncio.wait_for(self._give_back(charge), PROBE_TIMEOUT)
-            except (MeteringUnavailable, TimeoutError):
-                log.error("refund of %d CU to key %s (day %s, api %s) was lost at shutdown: metering was "
-                          "unavailable", charge.cost, charge.caller.key_id, charge.info["day"], charge.caller.api)
+        self._closing.set()  # each pending refund tries once more now
+        if self._refunds:
+            pending = dict(self._refunds)
+            _, late = await asyncio.wait(list(pending), timeout=CLOSE_REFUNDS_SECONDS)
+            for task in late:  # its attempt still waits on the store: it may yet land, and is not tried again
+                self._lost(pending[task], "its last attempt had no answer yet")
+                task.cancel()
         await self._limiter.close()
         await self._counters.close()
         self.store.close()

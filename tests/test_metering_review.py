@@ -60,6 +60,31 @@ def test_a_refund_while_postgres_is_down_is_made_once_it_is_back(tmp_path: Path,
     asyncio.run(run())
 
 
+def test_a_refund_still_pending_at_shutdown_is_logged_once_and_not_made_twice(
+    tmp_path: Path, postgres_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def run() -> tuple[str, str]:
+        settings = metering_settings(tmp_path / "home", {"p": (100_000, 50)}, database_url=postgres_url)
+        access = build_access(settings)
+        key_id, key = access.store.create_key("s", "p", ["pdf"])
+        charge = await access.reserve(await access.check(key, "pdf"), 20_000)
+        pg_ctl(tmp_path, postgres_url, "stop")
+        await access.refund(charge)
+        await access.close()  # Postgres still down: the last attempt fails, and says so
+        return key_id, charge.info["day"]
+
+    with caplog.at_level("ERROR", logger="accounts.access"):
+        key_id, day = asyncio.run(run())
+    lost = [r.getMessage() for r in caplog.records if "not made at shutdown" in r.getMessage()]
+    assert len(lost) == 1 and "20000 CU" in lost[0] and key_id in lost[0], lost
+    pg_ctl(tmp_path, postgres_url, "start")
+    again = build_access(metering_settings(tmp_path / "home", {"p": (100_000, 50)}, database_url=postgres_url))
+    try:
+        assert asyncio.run(again._counters.used(key_id, day)) == 20_000  # neither refunded nor refunded twice
+    finally:
+        asyncio.run(again.close())
+
+
 def test_while_postgres_is_down_requests_are_refused_at_once(tmp_path: Path, postgres_url: str) -> None:
     from accounts.access import FAIL_FAST_SECONDS
 
@@ -79,6 +104,16 @@ def test_while_postgres_is_down_requests_are_refused_at_once(tmp_path: Path, pos
                     await access.check(key, "news")
                 assert err.value.status == 503 and err.value.headers["Retry-After"] == "1"
             assert time.monotonic() - started < 0.5  # not ten waits on the store
+            await asyncio.sleep(FAIL_FAST_SECONDS + 0.1)
+
+            async def timed() -> float:
+                t0 = time.monotonic()
+                with pytest.raises(ApiError):
+                    await access.check(key, "news")
+                return time.monotonic() - t0
+
+            waits = await asyncio.gather(*(timed() for _ in range(10)))  # then one tries, the others are refused
+            assert sum(w < 0.5 for w in waits) >= 9, waits
             pg_ctl(tmp_path, postgres_url, "start")
             await asyncio.sleep(FAIL_FAST_SECONDS + 0.1)
             deadline = time.monotonic() + 30
