@@ -11,10 +11,11 @@ that the process of a run launched by ``DefaultRunLauncher`` or run in-process i
   "Started process for run (pid: N)"; they run on this host (``DefaultRunLauncher``).
 
 - any other run (``dagster asset materialize``, a notebook's ``materialize``) is tied to its coordinating process
-  by its first step (``claim_run``, called when the warehouse resource is set up).
+  by its first step, and every step in a child process records its own pid (``claim_run``, called when the
+  warehouse resource is set up): a run is alive while its coordinator or its latest step lives.
 
-A run with none of these (one that has not reached a step yet) is judged by its events: it is taken for dead
-when it has written none for ``HEARTBEAT_TIMEOUT``.
+A run with none of these (one that has not reached a step yet, or one on another host without heartbeats) is
+judged by its events: it is taken for dead when it has written none for ``HEARTBEAT_TIMEOUT``.
 
 ``recover`` marks every in-progress run whose process is gone as failed, with the reason, and frees the slots
 and pending claims of every run that is no longer in progress. It runs before each materialization, in the
@@ -36,6 +37,8 @@ TAG_HOST = "cryptowire/host"
 TAG_PID = "cryptowire/pid"
 TAG_PID_START = "cryptowire/pid_start"
 TAG_HEARTBEAT = "cryptowire/heartbeat"
+TAG_STEP_PID = "cryptowire/step_pid"  # the latest step's own process, when it runs in a child (claim_run)
+TAG_STEP_PID_START = "cryptowire/step_pid_start"
 TAG_TOKEN = "cryptowire/token"  # finds the run a process started before its run id is known
 HEARTBEAT_SECONDS = 15.0
 HEARTBEAT_TIMEOUT = 120.0  # a run on another host is taken for dead when its heartbeat is older than this
@@ -65,19 +68,33 @@ def process_tags() -> dict[str, str]:
 
 
 def claim_run(instance: Any, run_id: str) -> None:
-    """Tie a run started by other means (``dagster asset materialize``, the webserver's in-process runs, a
-    notebook) to the process that coordinates it, from its first step: a step of the multiprocess executor runs in
-    a child of that process, an in-process step in it. Runs that ``cryptowire`` or the daemon started are tied
-    already. Without this such a run could only be judged by its silence, and a step fetching slow feeds or
-    scoring thousands of articles is silent for minutes while alive."""
+    """Tie a run to the processes that run it, from each of its steps. A run started by other means
+    (``dagster asset materialize``, the webserver's in-process runs, a notebook) gets the process that coordinates
+    it: a step of the multiprocess executor runs in a child of that process, an in-process step in it (runs that
+    ``cryptowire`` or the daemon started are tied already). A step in a child process also records itself: it
+    keeps writing if its coordinator is killed alone. Without this such a run could only be judged by its silence,
+    and a step fetching slow feeds or scoring thousands of articles is silent for minutes while alive."""
     import multiprocessing
 
     run = instance.get_run_by_id(run_id)
-    if run is None or TAG_PID in run.tags or _worker_pid(instance, run_id) is not None:
+    if run is None:
         return
-    pid = os.getppid() if multiprocessing.parent_process() is not None else os.getpid()
-    instance.add_run_tags(run_id, {TAG_HOST: socket.gethostname(), TAG_PID: str(pid),
-                                   TAG_PID_START: process_start(pid) or ""})
+    tags: dict[str, str] = {}
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        tags.update({TAG_STEP_PID: str(os.getpid()), TAG_STEP_PID_START: process_start(os.getpid()) or ""})
+    if TAG_PID not in run.tags and _worker_pid(instance, run_id) is None:
+        # A coordinator killed while this step started has left it to init (getppid() is then 1): not recorded.
+        pid = os.getpid() if parent is None else parent.pid if os.getppid() == parent.pid else None
+        if pid is not None:
+            tags.update({TAG_PID: str(pid), TAG_PID_START: process_start(pid) or ""})
+    if tags:
+        instance.add_run_tags(run_id, {TAG_HOST: run.tags.get(TAG_HOST, socket.gethostname()), **tags})
+
+
+def _alive(pid: int, recorded_start: str | None) -> bool:
+    start = process_start(pid)
+    return start is not None and (not recorded_start or recorded_start == start)
 
 
 def _now_iso() -> str:
@@ -129,16 +146,25 @@ def inspect_run(instance: Any, record: Any) -> RunProcess:
     pid = int(tags[TAG_PID]) if tags.get(TAG_PID, "").isdigit() else _worker_pid(instance, run.run_id)
     since = _iso(record.start_time or record.create_timestamp.timestamp())
     out = RunProcess(run.run_id, run.status.value, pid, host, since, True, "")
-    if host is not None and host != socket.gethostname():
+    if host is not None and host != socket.gethostname() and TAG_HEARTBEAT in tags:
         beat = tags.get(TAG_HEARTBEAT)
         age = time.time() - datetime.strptime(beat, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp() if beat else None
         out.alive = age is not None and age < HEARTBEAT_TIMEOUT
         out.reason = f"its last heartbeat from {host} was {age:.0f} s ago" if age is not None else f"no heartbeat from {host}"
         return out
-    if pid is None:  # run by other means (a notebook, `dagster asset materialize`): judged by its events
+    step = int(tags[TAG_STEP_PID]) if tags.get(TAG_STEP_PID, "").isdigit() else None
+    elsewhere = host is not None and host != socket.gethostname()  # its pids mean nothing here
+    if elsewhere or (pid is None and step is None):  # not reached a step yet, or another host without heartbeats
         silent = time.time() - _last_event_time(instance, run.run_id, record)
         out.alive = silent < HEARTBEAT_TIMEOUT
-        out.reason = f"no process is recorded for it and its last event was {silent:.0f} s ago"
+        out.reason = f"no process is recorded for it here and its last event was {silent:.0f} s ago"
+        return out
+    coordinator_alive = pid is not None and _alive(pid, tags.get(TAG_PID_START))
+    if step is not None and not coordinator_alive and _alive(step, tags.get(TAG_STEP_PID_START)):
+        out.alive, out.reason = True, f"its step's process (pid {step}) is running"
+        return out
+    if pid is None:
+        out.alive, out.reason = False, f"its step's process (pid {step}) is gone and no coordinator is recorded"
         return out
     start = process_start(pid)
     recorded = tags.get(TAG_PID_START)

@@ -74,3 +74,69 @@ def test_a_dagster_cli_run_is_alive_while_its_process_lives_and_dead_once_killed
                    for line in lines), lines
     finally:
         instance.dispose()
+
+
+CHILD = """
+import multiprocessing, sys, time
+from pathlib import Path
+
+
+def step(home, run_id):
+    time.sleep(2)  # the coordinator is killed meanwhile: this process now belongs to init
+    from pipeline.recovery import claim_run
+    from tests.test_crash_recovery import _instance
+
+    instance = _instance(Path(home))
+    claim_run(instance, run_id)
+    instance.dispose()
+    time.sleep(4)
+
+
+if __name__ == "__main__":
+    child = multiprocessing.get_context("spawn").Process(target=step, args=sys.argv[1:3])
+    child.start()
+    print(child.pid, flush=True)
+    time.sleep(60)
+"""
+
+
+def test_a_step_whose_coordinator_was_killed_keeps_the_run_alive_until_it_ends(tmp_path: Path) -> None:
+    """The coordinator killed alone: its step process goes on writing. The run is alive while the step lives (not
+    tied to init, pid 1, which would keep it alive forever), and dead once the step ends."""
+    from dagster import DagsterRun, DagsterRunStatus
+
+    from pipeline.recovery import TAG_STEP_PID
+
+    home = tmp_path / "home"
+    instance = _instance(home)
+    run_id = instance.add_run(DagsterRun(job_name="refresh", status=DagsterRunStatus.STARTED)).run_id
+    instance.dispose()
+    script = tmp_path / "coordinator.py"
+    script.write_text(CHILD)
+    proc = subprocess.Popen([sys.executable, str(script), str(home), run_id], cwd=PROJECT, stdout=subprocess.PIPE,
+                            text=True, env={**os.environ, "PYTHONPATH": str(PROJECT)})
+    assert proc.stdout is not None
+    step = int(proc.stdout.readline())
+    proc.kill()
+    proc.wait(10)
+
+    def seen():  # noqa: ANN202
+        instance = _instance(home)
+        try:
+            record = instance.get_run_records()[0]
+            return record.dagster_run.tags, inspect_run(instance, record)
+        finally:
+            instance.dispose()
+
+    deadline = time.monotonic() + 60
+    while TAG_STEP_PID not in seen()[0]:
+        assert time.monotonic() < deadline, "the step never recorded itself"
+        time.sleep(0.2)
+    tags, run = seen()
+    assert TAG_PID not in tags, tags  # not init's pid
+    assert tags[TAG_STEP_PID] == str(step) and run.alive and "step's process" in run.reason, run
+    deadline = time.monotonic() + 60
+    while seen()[1].alive:
+        assert time.monotonic() < deadline, "the run stayed alive after its step ended"
+        time.sleep(0.2)
+    assert "is gone" in seen()[1].reason
