@@ -18,6 +18,7 @@ import pytest
 
 from tests.support.feedgen import item, rss
 from tests.support.httpserver import LocalServer, static
+from tests.support.servers import wait_serving
 
 pytestmark = pytest.mark.slow
 
@@ -102,14 +103,7 @@ def test_a_run_queued_by_the_webserver_without_a_daemon_shows_as_queued(tmp_path
     web = subprocess.Popen([CLI, "webserver", "--port", str(port)], env=_env(home), stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert web.poll() is None and time.monotonic() < deadline, "the webserver did not come up"
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/server_info", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.5)
+        wait_serving(f"http://127.0.0.1:{port}/server_info", web, 120, "the webserver")
         launch = ('mutation { launchRun(executionParams: {selector: {repositoryLocationName: "pipeline.definitions",'
                   ' repositoryName: "__repository__", jobName: "ingest_feeds"}, runConfigData: "{}"})'
                   ' { __typename ... on LaunchRunSuccess { run { runId status } } } }')
@@ -272,8 +266,9 @@ def test_up_refuses_a_port_in_use_before_it_materializes_or_revokes_a_key(tmp_pa
     assert keys == [] or all(k["name"] != "cryptowire up" for k in keys), keys
 
 
-def test_up_no_serve_stops_after_the_summary_and_names_its_feeds_file(tmp_path: Path, built_models: Path) -> None:
-    """`up --feeds F --no-serve` said F was "what runs without --feeds read" (those read the configured file)."""
+def one_feed_home(tmp_path: Path, built_models: Path) -> tuple[Path, Path]:
+    """A data home with the session's int8 graph (no build in the run), and a feeds file of one local feed
+    (``tmp_path / "one.xml"``, one article; rewrite it to add more). Returns (home, feeds file)."""
     import shutil
 
     home = tmp_path / "home"
@@ -281,6 +276,12 @@ def test_up_no_serve_stops_after_the_summary_and_names_its_feeds_file(tmp_path: 
     (tmp_path / "one.xml").write_text(rss(item("Bitcoin rises 2% as ETF inflows return", "https://one.example.com/1")))
     feeds = tmp_path / "feeds.yaml"
     feeds.write_text("feeds:\n  - name: One\n    url: one.xml\n")
+    return home, feeds
+
+
+def test_up_no_serve_stops_after_the_summary_and_names_its_feeds_file(tmp_path: Path, built_models: Path) -> None:
+    """`up --feeds F --no-serve` said F was "what runs without --feeds read" (those read the configured file)."""
+    home, feeds = one_feed_home(tmp_path, built_models)
     out = _cli(home, "up", "--no-serve", "--feeds", str(feeds))
     assert out.returncode == 0, out.stderr[-3000:]
     assert f"feeds file: {feeds} (this run's --feeds" in out.stdout, out.stdout

@@ -10,18 +10,17 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.support.apiserver import free_port
 from tests.support.feedgen import item, rss
-from tests.test_operator_review import CLI, _cli, _env
+from tests.support.servers import wait_serving
+from tests.test_operator_review import CLI, _cli, _env, one_feed_home
 
 
 def _all_bad_feeds(tmp_path: Path) -> Path:
@@ -49,23 +48,12 @@ def test_up_json_prints_one_document_when_the_run_fails(tmp_path: Path, serve: b
 
 
 def test_up_json_while_serving_prints_one_document_with_the_key(tmp_path: Path, built_models: Path) -> None:
-    home = tmp_path / "home"
-    shutil.copytree(built_models, home / "models")
-    (tmp_path / "one.xml").write_text(rss(item("Bitcoin rises 2% as ETF inflows return", "https://one.example.com/1")))
-    feeds = tmp_path / "feeds.yaml"
-    feeds.write_text("feeds:\n  - name: One\n    url: one.xml\n")
+    home, feeds = one_feed_home(tmp_path, built_models)
     port = free_port()
     proc = subprocess.Popen([CLI, "up", "--json", "--feeds", str(feeds)], env=_env(home, CRYPTOWIRE_PORT=str(port)),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        deadline = time.monotonic() + 300
-        while True:  # serving once /healthz answers
-            assert proc.poll() is None and time.monotonic() < deadline, "up stopped or never served"
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.5)
+        wait_serving(f"http://127.0.0.1:{port}/healthz", proc, 300, "up")
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         stdout, stderr = proc.communicate(timeout=60)
@@ -121,12 +109,8 @@ def test_a_poll_that_finds_nothing_new_does_not_run_what_follows(tmp_path: Path,
 
     from tests.test_crash_recovery import _instance
 
-    home = tmp_path / "home"
-    shutil.copytree(built_models, home / "models")
+    home, feeds = one_feed_home(tmp_path, built_models)
     feed = tmp_path / "one.xml"
-    feed.write_text(rss(item("Bitcoin rises 2% as ETF inflows return", "https://one.example.com/1")))
-    feeds = tmp_path / "feeds.yaml"
-    feeds.write_text("feeds:\n  - name: One\n    url: one.xml\n")
     for name, value in _env(home).items():
         if name.startswith("CRYPTOWIRE_"):
             monkeypatch.setenv(name, value)

@@ -120,3 +120,17 @@ def redis_server(workdir: Path, port: int | None = None) -> Iterator[str]:
         client.close()
         proc.terminate()
         proc.wait(10)
+
+
+def wait_serving(url: str, proc: subprocess.Popen, seconds: float, what: str) -> None:
+    """Wait until ``url`` answers 200, while ``proc`` (the server) lives; fails naming ``what`` otherwise."""
+    import httpx
+
+    deadline = time.monotonic() + seconds
+    while True:
+        assert proc.poll() is None and time.monotonic() < deadline, f"{what} stopped or never served"
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            time.sleep(0.5)
