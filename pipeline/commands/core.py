@@ -92,8 +92,8 @@ def summary_document(summary: Any) -> dict[str, Any]:
 
 def run_materialize(feeds: Path | None, select: str | None, as_json: bool, wait_timeout: float | None = None,
                     emit: bool = True) -> Any:
-    """Run the selected assets and print the summary (JSON with ``as_json``; nothing when not ``emit``)."""
-
+    """Run the selected assets and print the summary (JSON with ``as_json``; nothing when not ``emit``, unless the
+    run failed or was stopped: then the JSON summary is the one document `--json` prints)."""
     from pipeline.jobs import InstanceError
     from pipeline.jobs import materialize as do_materialize
     from pipeline.runlock import WaitTimeout
