@@ -22,14 +22,15 @@ class WarehouseResource(dg.ConfigurableResource):
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         """Ties the run to its process for crash recovery (``pipeline.recovery.claim_run``); never fails a run."""
-        if context.instance is None or context.run_id is None:
+        run = context.run
+        if context.instance is None or run is None:
             return
         from pipeline.recovery import claim_run
 
         try:
-            claim_run(context.instance, context.run_id)
+            claim_run(context.instance, run.run_id)
         except Exception:  # noqa: BLE001 - without the tag the run is judged by its events, as before
-            log.warning("could not tag run %s with its process", context.run_id, exc_info=True)
+            log.warning("could not tag run %s with its process", run.run_id, exc_info=True)
 
     @contextmanager
     def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
