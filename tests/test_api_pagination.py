@@ -192,6 +192,7 @@ def test_events_pages_both_ways_with_iso_cursors(reader: SnapshotReader, data: D
         (EventFilters(status="CLOSED", tickers=("eth",)), lambda e: e["date"] <= now and e["asset"] == "ETH"),
         (EventFilters(status="OPEN", tickers=("eth",)), lambda e: False),
         (EventFilters(tags=("ETH",), date_to=Instant(datetime(2099, 12, 31), True)), lambda e: e["asset"] == "ETH"),
+        (EventFilters(tags=("eth",)), lambda e: e["asset"] == "ETH"),  # tags match whatever their case
         (EventFilters(date_from=parse_instant("2025-01-01")), lambda e: e["date"] >= datetime(2025, 1, 1)),
     ]:
         expected = [i for i in data.event_order() if keep(next(e for e in data.events if e["id"] == i))]

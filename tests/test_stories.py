@@ -386,6 +386,32 @@ def test_news_carry_their_story_and_collapse_pages_once(server: ApiServer) -> No
     assert {n["story"]["id"] for n in collapsed} == {n["story"]["id"] for n in every}
 
 
+FILTERED = """query N($n: Int, $after: String, $src: [String!], $since: DateTime, $q: String) {
+  cryptoNews(first: $n, after: $after, collapseStories: true, sources: $src, since: $since, search: $q) {
+    pageInfo { hasNextPage endCursor }
+    edges { node { id story { id } } }
+  }
+}"""
+
+
+@pytest.mark.parametrize(("variables", "expected"), [
+    # the ETF story's first report is CoinDesk's: another outlet's reports still list it, by their earliest
+    ({"src": ["Decrypt"]}, ["a_0000000000000001"]),
+    ({"src": ["the block"]}, ["a_0000000000000006", "a_0000000000000002"]),
+    # a story begun before `since` is listed by its earliest article from `since` on
+    ({"since": (T0 + timedelta(hours=2)).isoformat() + "Z"},
+     ["a_0000000000000007", "a_0000000000000006", "a_0000000000000005", "a_0000000000000002"]),
+    ({"q": "S-1"}, []),
+    ({"q": "applications to list"}, ["a_0000000000000001"]),
+])
+def test_collapse_with_filters_lists_each_story_with_a_matching_article_once(
+    server: ApiServer, variables: dict[str, Any], expected: list[str]
+) -> None:
+    for n in (1, 3):
+        got = _all(server, FILTERED, "cryptoNews", {"n": n, **variables})
+        assert [g["id"] for g in got] == expected, (n, got)
+
+
 def test_stories_cost_like_other_connections() -> None:
     def cost(query: str) -> int:
         prepared = DocumentCache().get(query)

@@ -249,6 +249,30 @@ def has_column(con: duckdb.DuckDBPyConnection, table: str, column: str) -> bool:
     ).fetchall())
 
 
+def _news_conditions(filters: NewsFilters, alias: str = "") -> tuple[list[str], list[Any]]:
+    """SQL conditions (and their parameters) of the news filters other than the date range, on ``alias``'s columns."""
+    a = alias
+    where: list[str] = []
+    params: list[Any] = []
+    if filters.tickers:
+        where.append(f"list_has_any({a}tickers, ?)")
+        params.append([t.upper() for t in filters.tickers])
+    if filters.topics:  # topic slugs are lower case; "ETF" means etf
+        where.append(f"list_has_any({a}topics, ?)")
+        params.append([t.lower() for t in filters.topics])
+    if filters.sources:  # as typed by people: "coindesk" means CoinDesk
+        where.append(f"list_contains(?, lower({a}source_name))")
+        params.append([s.lower() for s in filters.sources])
+    if filters.sentiment:
+        where.append(f"{a}sentiment = ?")
+        params.append(filters.sentiment)
+    if filters.search:
+        where.append(f"({a}title ILIKE ? ESCAPE '\\' OR {a}text ILIKE ? ESCAPE '\\')")
+        pattern = f"%{_escape_like(filters.search)}%"
+        params += [pattern, pattern]
+    return where, params
+
+
 def _escape_like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
@@ -380,10 +404,10 @@ class SnapshotReader:
         if not where:
             return True
         if self.layout is None:
-            sql = f"SELECT 1 FROM {table} WHERE pos >= ? AND pos < ? AND {where} LIMIT 1"
+            sql = f"SELECT 1 FROM {table} AS r WHERE pos >= ? AND pos < ? AND {where} LIMIT 1"
             return bool(self.con.execute(sql, [lo, hi, *params]).fetchall())
         for seg, a, b in self._spans(table, lo, hi):
-            sql = f"SELECT 1 FROM {seg.rel} WHERE pos >= ? AND pos < ? AND {where} LIMIT 1"
+            sql = f"SELECT 1 FROM {seg.rel} AS r WHERE pos >= ? AND pos < ? AND {where} LIMIT 1"
             if self.con.execute(sql, [a, b, *params]).fetchall():
                 return True
         return False
@@ -428,16 +452,17 @@ class SnapshotReader:
     ) -> tuple[list[tuple[Any, ...]], list[str]]:
         """Up to ``n`` rows of ``rel`` in ``[a, b)`` passing ``where``, in reading order. The positions are found
         first, the page's columns then read for those alone: a top-n over every column of the window read the
-        text of every passing row (3x the time of a plain page under collapseStories)."""
+        text of every passing row (3x the time of a plain page under collapseStories). ``where`` may name the row
+        ``r`` (a correlated subquery must, to tell its own columns from the row's)."""
         order = "DESC" if backwards else ""
         found = self.con.execute(
-            f"SELECT pos FROM {rel} WHERE pos >= ? AND pos < ? AND {where} ORDER BY pos {order} LIMIT ?",
+            f"SELECT pos FROM {rel} AS r WHERE pos >= ? AND pos < ? AND {where} ORDER BY pos {order} LIMIT ?",
             [a, b, *params, n],
         ).fetchall()
         ends = sorted((found[0][0], found[-1][0])) if found else (a, a - 1)  # none: an empty range, for the names
         lo, hi = ends
         # The rows passing `where` between the first and the last found are exactly the found ones.
-        cur = self.con.execute(f"SELECT {columns} FROM {rel} WHERE pos >= ? AND pos <= ? AND {where}",
+        cur = self.con.execute(f"SELECT {columns} FROM {rel} AS r WHERE pos >= ? AND pos <= ? AND {where}",
                                [*col_params, lo, hi, *params])
         rows = cur.fetchall()
         rows.sort(key=lambda r: r[0], reverse=backwards)
@@ -536,25 +561,25 @@ class SnapshotReader:
             lo = max(lo, self._news_older_from(req.after))
         if req.before is not None:
             hi = min(hi, self._news_newer_until(req.before))
-        where, params = [], []
-        if filters.tickers:
-            where.append("list_has_any(tickers, ?)")
-            params.append([t.upper() for t in filters.tickers])
-        if filters.topics:  # topic slugs are lower case; "ETF" means etf
-            where.append("list_has_any(topics, ?)")
-            params.append([t.lower() for t in filters.topics])
-        if filters.sources:  # as typed by people: "coindesk" means CoinDesk
-            where.append("list_contains(?, lower(source_name))")
-            params.append([s.lower() for s in filters.sources])
-        if filters.sentiment:
-            where.append("sentiment = ?")
-            params.append(filters.sentiment)
-        if filters.search:
-            where.append("(title ILIKE ? ESCAPE '\\' OR text ILIKE ? ESCAPE '\\')")
-            pattern = f"%{_escape_like(filters.search)}%"
-            params += [pattern, pattern]
+        where, params = _news_conditions(filters)
         if filters.collapse_stories and self._has_stories:  # a row filter: pages and cursors work as for any other
-            where.append("story_first")
+            if where or filters.since is not None or filters.until is not None:
+                # One article per story among those the filters let through: its earliest such article, so that a
+                # story whose first report does not match (another outlet, before `since`) is still listed.
+                older, older_params = _news_conditions(filters, "o.")
+                if filters.since is not None:
+                    older.append("o.published_at >= ?")
+                    older_params.append(filters.since.at)
+                if filters.until is not None:
+                    older.append("o.published_at < ?")
+                    older_params.append(filters.until.upper_exclusive())
+                where.append(
+                    "NOT EXISTS (SELECT 1 FROM news o WHERE o.story_id = r.story_id AND (o.published_at < r.published_at"
+                    " OR (o.published_at = r.published_at AND o.id < r.id))" + "".join(f" AND {c}" for c in older) + ")"
+                )
+                params += older_params
+            else:
+                where.append("story_first")
         page = self._page(
             "news", self._news_columns, [], req, lo, hi, flo, fhi, " AND ".join(where), params, need_next, need_previous
         )
@@ -655,9 +680,9 @@ class SnapshotReader:
             upper = [t.upper() for t in filters.tickers]
             where.append("(list_contains(?, asset) OR list_has_any(tags, ?))")
             params += [upper, upper]
-        if filters.tags:
+        if filters.tags:  # tags are tickers (BTC) and topic slugs (priceforecast): "btc" and "PriceForecast" match
             where.append("list_has_any(tags, ?)")
-            params.append(list(filters.tags))
+            params.append(sorted({v for t in filters.tags for v in (t, t.upper(), t.lower())}))
         if filters.status == "OPEN":
             where.append(f"date > ? AND {self._withdrawn} IS NULL")
             params.append(now)
