@@ -78,7 +78,7 @@ EventStatus = GraphQLEnumType(
     {"OPEN": GraphQLEnumValue("OPEN", description="The resolution date is still ahead."),
      "CLOSED": GraphQLEnumValue("CLOSED", description="The resolution date has passed."),
      "WITHDRAWN": GraphQLEnumValue(
-         "WITHDRAWN", description="The current rules no longer derive this question (see `withdrawnReason`); "
+         "WITHDRAWN", description="No article derives this question any more (see `withdrawnReason`); "
          "it stays listed under its id, which is never reused.")},
     description="Whether an event is withdrawn or its resolution date has passed, computed when the request is served.",
 )

@@ -241,11 +241,13 @@ def test_prices_are_fetched_from_a_coingecko_compatible_api_and_stored(tmp_path:
         assert limited.prices == [] and "answered 429" in (limited.error or "")
     con = connect(tmp_path / "w.duckdb")
     assert store_prices(con, got.prices, "test", datetime(2026, 11, 25, 6)) == 2
-    assert store_prices(con, [("BTC", date(2026, 11, 25), 95000.0)], "test", datetime(2026, 11, 25, 12)) == 1
+    # a later fetch the same day keeps the day's first price (what the day's articles were judged by); a new day adds
+    assert store_prices(con, [("BTC", date(2026, 11, 25), 95000.0)], "test", datetime(2026, 11, 25, 12)) == 0
+    assert store_prices(con, [("BTC", date(2026, 11, 26), 97000.0)], "test", datetime(2026, 11, 26, 0)) == 1
     stored = load_prices(con)
-    assert ("BTC", date(2026, 11, 25), 95000.0) in stored and len(stored) == 2
+    assert ("BTC", date(2026, 11, 25), 91234.5) in stored and len(stored) == 3
     ref = default_reference().with_prices(stored)
-    assert ref.price_at("BTC", date(2026, 11, 26)) == 95000.0
+    assert ref.price_at("BTC", date(2026, 11, 25)) == 91234.5 and ref.price_at("BTC", date(2026, 11, 27)) == 97000.0
     con.close()
 
 

@@ -236,3 +236,48 @@ def test_empty_derivation_changes_nothing_but_status(warehouse: Path) -> None:
     after = rows(con)
     assert {k: v[:4] for k, v in after.items()} == {k: v[:4] for k, v in before.items()}
     assert {v[4] for v in after.values()} == {"closed"}
+
+
+def _source(con: duckdb.DuckDBPyConnection, eid: str) -> tuple:
+    return con.execute("SELECT source_article_id, source_published_at, event_description, withdrawn_reason "
+                       "FROM prediction_events WHERE id = ?", [eid]).fetchall()[0]
+
+
+def test_a_source_edited_into_other_news_hands_the_event_to_the_article_still_asking(warehouse: Path) -> None:
+    con = connect(warehouse)
+    store_articles(con, ARTICLES)
+    merge_events(con, derive_events(ARTICLES, NAMES), NOW, complete=True)
+    (eid,) = [i for i, r in rows(con).items() if r[3] == "a1"]  # a1 and a3 ask it; a1 is the earlier
+    edited = [replace(ARTICLES[0], title="Bitcoin Slips 5% as Traders Take Profits"), *ARTICLES[1:]]
+    store_articles(con, edited)
+    merge_events(con, derive_events(edited, NAMES), NOW + timedelta(hours=1), complete=True)
+    source, published, description, reason = _source(con, eid)
+    assert (source, published, reason) == ("a3", ARTICLES[2].published_at, None)
+    assert "Options Market" in description and "Midterm" not in description
+
+
+def test_a_source_edited_into_another_question_says_so_when_withdrawn(warehouse: Path) -> None:
+    con = connect(warehouse)
+    store_articles(con, ARTICLES)
+    merge_events(con, derive_events(ARTICLES, NAMES), NOW, complete=True)
+    (old,) = [i for i, r in rows(con).items() if r[3] == "a2"]
+    edited = [*ARTICLES[:1], replace(ARTICLES[1], title="Analysts: ETH Could Hit $6,000 by Year-End"), *ARTICLES[2:]]
+    store_articles(con, edited)
+    merge_events(con, derive_events(edited, NAMES), NOW + timedelta(hours=1), complete=True)
+    (new,) = [i for i, r in rows(con).items() if r[3] == "a2" and i != old]
+    reason = _source(con, old)[3]
+    assert reason and reason.startswith("its source article now asks another question") and new in reason, reason
+    assert "$6,000" in reason
+
+
+@pytest.mark.parametrize("complete", [True, False])
+def test_a_source_re_dated_later_is_followed(warehouse: Path, complete: bool) -> None:
+    con = connect(warehouse)
+    store_articles(con, ARTICLES)
+    merge_events(con, derive_events(ARTICLES, NAMES), NOW, complete=complete)
+    (eid,) = [i for i, r in rows(con).items() if r[3] == "a2"]
+    later = replace(ARTICLES[1], published_at=ARTICLES[1].published_at + timedelta(hours=3))
+    redated = [*ARTICLES[:1], later, *ARTICLES[2:]]
+    store_articles(con, redated)
+    merge_events(con, derive_events(redated, NAMES), NOW + timedelta(hours=1), complete=complete)
+    assert _source(con, eid)[:2] == ("a2", later.published_at)

@@ -95,7 +95,13 @@ _SOURCE_NOT_LATER = (
 _DIFFERS = " OR ".join(f"p.{col} IS DISTINCT FROM c.{col}" for col in _CONTENT)
 
 
-WITHDRAWN_DEFAULT = "the current event rules no longer derive this question from its source articles"
+WITHDRAWN_DEFAULT = (
+    "no article derives this question any more: the event rules changed, or its source articles were edited"
+)
+WITHDRAWN_MOVED = (
+    "its source article now asks another question, {id} ({title}): the article was edited or re-dated, or the "
+    "reference price its direction was judged by changed"
+)
 _STATUS = "CASE WHEN withdrawn_reason IS NOT NULL THEN 'withdrawn' WHEN date > $now THEN 'open' ELSE 'closed' END"
 
 
@@ -105,9 +111,9 @@ def merge_events(
 ) -> MergeReport:
     """Insert new events, refresh existing ones, record every source article; one transaction.
 
-    An existing event keeps its id and ``created_at``; it takes the candidate's text and source only when the
-    candidate's source article is the same one or an earlier one (the source is the earliest article ever
-    seen asking the question). ``status`` of every event is recomputed from ``date`` against ``now``.
+    An existing event keeps its id and ``created_at``; it takes the candidate's text and source when the
+    candidate's source article is the same one or an earlier one, and, when ``complete``, always (the candidate's
+    source is then the earliest article that asks the question now). ``status`` of every event is recomputed from ``date`` against ``now``.
 
     ``complete`` says the candidates are a derivation over every article: then a stored event that is not among
     them is withdrawn (kept, with ``status`` 'withdrawn' and the reason: ``refused[id]`` when a check refused
@@ -122,16 +128,18 @@ def merge_events(
     try:
         with transaction(con):
             existing = _one(con, f"SELECT count(*) FROM {name} c JOIN prediction_events p USING (id)")
+            # Over every article (complete), the candidate's source is the earliest article asking the question now:
+            # it replaces a stored source that was edited into another question or re-dated after it.
+            takes = "TRUE" if complete else f"(c.source_article_id = p.source_article_id OR {_SOURCE_NOT_LATER})"
             updated = _one(
                 con,
-                f"SELECT count(*) FROM {name} c JOIN prediction_events p USING (id) "
-                f"WHERE {_SOURCE_NOT_LATER} AND ({_DIFFERS})",
+                f"SELECT count(*) FROM {name} c JOIN prediction_events p USING (id) WHERE {takes} AND ({_DIFFERS})",
             )
             if updated:
                 assignments = ", ".join(f"{col} = c.{col}" for col in _CONTENT)
                 con.execute(
                     f"UPDATE prediction_events AS p SET {assignments}, updated_at = $now FROM {name} c "
-                    f"WHERE p.id = c.id AND {_SOURCE_NOT_LATER} AND ({_DIFFERS})",
+                    f"WHERE p.id = c.id AND {takes} AND ({_DIFFERS})",
                     {"now": now},
                 )
             inserted = len(rows) - existing
@@ -172,7 +180,15 @@ def merge_events(
                 ).fetchall()]
                 withdrawn = len(gone)
                 if gone:
-                    reasons = {i: (refused or {}).get(i) or WITHDRAWN_DEFAULT for i in gone}
+                    moved = {}  # a withdrawn event's source articles that now give another question
+                    for event_id, other, title in con.execute(
+                        f"SELECT s.event_id, min(c.id), arg_min(c.event_title, c.id) FROM prediction_event_sources s "
+                        f"JOIN {sources_name} cs ON cs.article_id = s.article_id JOIN {name} c ON c.id = cs.event_id "
+                        f"WHERE list_contains($gone, s.event_id) AND c.id <> s.event_id GROUP BY s.event_id",
+                        {"gone": gone},
+                    ).fetchall():
+                        moved[event_id] = WITHDRAWN_MOVED.format(id=other, title=title)
+                    reasons = {i: (refused or {}).get(i) or moved.get(i) or WITHDRAWN_DEFAULT for i in gone}
                     con.executemany(
                         "UPDATE prediction_events SET withdrawn_reason = ?, withdrawn_at = ?, updated_at = ? WHERE id = ?",
                         [(reason, now, now, i) for i, reason in reasons.items()],
