@@ -2,7 +2,8 @@
 
 What it shows comes from the served snapshot: freshness (publication time and age, newest dated article, row counts),
 articles per source per day over the last 14 days of the data, the daily mean sentiment of the 5 most mentioned
-tickers over the last 30 days of the data (an inline SVG chart, from the snapshot's daily sentiment buckets), and the 10 latest prediction events.
+tickers over the last 30 days of the data (an inline SVG chart, from the snapshot's daily sentiment buckets), and the 10 latest prediction events
+that are not withdrawn (a withdrawn event is no longer a question: the page counts them, the API lists them).
 
 A snapshot never changes, so its aggregates are computed once (SQL on the snapshot, in a worker thread) and kept
 with the heavy sections already rendered, keyed by the snapshot file; a request only renders the time-dependent
@@ -95,6 +96,7 @@ class Facts:
     created_at: datetime
     articles: int
     events: int
+    withdrawn: int  # of ``events``, withdrawn: left out of ``latest_events``
     newest: datetime | None  # the first item in serving order: an undated item counts at its fetch time
     newest_dated: datetime | None  # as `cryptowire status`: undated items left out; None if not told apart
     dated: bool  # the snapshot tells undated items apart (its news table has date_inferred)
@@ -104,7 +106,7 @@ class Facts:
     topics: int
     heatmap_html: str
     chart_html: str
-    latest_events: list[tuple[str, datetime, list[str], str | None]]  # title, date, tags, source url
+    latest_events: list[tuple[str, datetime, list[str], str | None]]  # title, date, tags, source url; not withdrawn
     seconds: float  # time taken to compute
 
 
@@ -160,11 +162,16 @@ def compute(snap: Snapshot) -> Facts:
                 [datetime.combine(chart_days[0], datetime.min.time()), CHART_TICKERS],
             ).fetchall()
             chart_html = render_chart(chart_days, series)
+        # A withdrawn event is a question the current rules no longer ask: listed among the latest it would read as
+        # open (or closed) beside the question that replaced it. Snapshots from before withdrawal have none.
+        live = "withdrawn_reason IS NULL" if has_column(con, "events", "withdrawn_reason") else "true"
         events = con.execute(
-            "SELECT event_title, date, tags, source_url FROM events WHERE pos < ? ORDER BY pos", [EVENTS]
+            f"SELECT event_title, date, tags, source_url FROM events WHERE {live} ORDER BY pos LIMIT ?", [EVENTS]
         ).fetchall()
+        withdrawn = con.execute(f"SELECT count(*) FROM events WHERE NOT ({live})").fetchall()[0][0]
     return Facts(
-        name=snap.name, created_at=created_at, articles=snap.articles, events=snap.events, newest=newest,
+        name=snap.name, created_at=created_at, articles=snap.articles, events=snap.events, withdrawn=int(withdrawn),
+        newest=newest,
         newest_dated=newest_dated, dated=dated,
         oldest=oldest, sources=int(counts.get("newsSources", 0)), tickers=int(counts.get("tickers", 0)),
         topics=int(counts.get("newsTopics", 0)), heatmap_html=heatmap_html, chart_html=chart_html,
@@ -289,12 +296,21 @@ def render_chart(days: list[date], rows: Iterable[tuple[str, int, date, float, i
 
 
 def render_events(facts: Facts, now: datetime) -> str:
+    note = ""
+    if facts.withdrawn:
+        n = facts.withdrawn
+        them = "them" if n != 1 else "it"
+        note = (f"<p class=muted>{n:,} withdrawn event{'s are' if n != 1 else ' is'} left out: the current rules no "
+                f"longer derive {them}. The API still lists {them}, with status <code>WITHDRAWN</code> and the "
+                "reason.</p>")
     if not facts.latest_events:
+        if facts.withdrawn:
+            return "<p class=muted>No prediction events in this snapshot that are not withdrawn.</p>" + note
         return "<p class=muted>No prediction events in this snapshot.</p>"
     out = ["<table class=events><thead><tr><th scope=col>event</th><th scope=col>resolves</th>"
            "<th scope=col>status</th><th scope=col>tags</th></tr></thead><tbody>"]
     for title, when, tags, url in facts.latest_events:
-        closed = when <= now  # as the API computes it: CLOSED once the resolution time has passed
+        closed = when <= now  # as the API computes it for an event not withdrawn: CLOSED once its time has passed
         shown = e(title)
         if url and url.lower().startswith(("https://", "http://")):
             shown = f'<a href="{e(url)}" rel="noopener noreferrer">{shown}</a>'
@@ -303,6 +319,7 @@ def render_events(facts: Facts, now: datetime) -> str:
         chips = " ".join(f"<span class=tag>{e(t)}</span>" for t in tags)
         out.append(f"<tr><td>{shown}</td><td class=nowrap>{day}</td><td>{status}</td><td>{chips}</td></tr>")
     out.append("</tbody></table>")
+    out.append(note)
     return "".join(out)
 
 
@@ -384,7 +401,7 @@ def render_overview(facts: Facts, now: datetime) -> str:
          f'<span class="{_age_class(snap_age)}">{fmt_age(snap_age)} ago</span>'),
         newest_card(facts, now),
         ("articles", f"{facts.articles:,}", f"since {facts.oldest:%Y-%m-%d}" if facts.oldest else ""),
-        ("prediction events", f"{facts.events:,}", ""),
+        ("prediction events", f"{facts.events:,}", f"{facts.withdrawn:,} withdrawn" if facts.withdrawn else ""),
         ("sources", f"{facts.sources:,}", f"{facts.topics:,} topic{'s' if facts.topics != 1 else ''}"),
         ("tickers", f"{facts.tickers:,}", "mentioned or with events"),
     ]

@@ -29,6 +29,9 @@ LIVE_FOR = timedelta(days=365)
 # A level the words give no direction for is "above" when it is this far above the asset's reference price
 # (and "below" when as far below it); nearer, the table is too coarse to tell.
 DIRECTION_MARGIN = 1.25
+# A reference price older than this no longer tells today's levels well (a band is 0.2x-10x of it): the price
+# asset says so when derivation has nothing newer for an asset (offline runs are normal, so it does not fail).
+STALE_AFTER = timedelta(days=90)
 
 
 @dataclass
@@ -108,6 +111,10 @@ class Reference:
         if since is None:
             return None
         return (when.date() if isinstance(when, datetime) else when) - since > LIVE_FOR
+
+    def newest_price_days(self) -> dict[str, date]:
+        """ticker -> the day of its newest price, for the assets that have prices."""
+        return {t: f.prices[-1][0] for t, f in self._facts.items() if f.prices}
 
     def coingecko_ids(self) -> dict[str, str]:
         """ticker -> CoinGecko coin id, for the assets that have one."""
