@@ -20,7 +20,6 @@ the same resolvers, which is the reference (a test runs both on the same queries
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -60,7 +59,6 @@ from warehouse.read import (
 log = logging.getLogger("cryptowire.api")
 
 MAX_SEARCH = 200
-TICKER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.\-]{0,19}$")
 MAX_FILTER_VALUES = 50
 QUERY_TYPE = SCHEMA.query_type
 assert QUERY_TYPE is not None
@@ -145,16 +143,16 @@ def parse_event_args(args: dict[str, Any]) -> tuple[PageRequest, EventFilters]:
     _ordered(args, "dateFrom", "dateTo")
     filters = EventFilters(
         tickers=_values(args, "tickers"), tags=_values(args, "tags"), status=args.get("status"),
-        date_from=args.get("dateFrom"), date_to=args.get("dateTo"),
+        date_from=args.get("dateFrom"), date_to=args.get("dateTo"), updated_since=args.get("updatedSince"),
     )
     return _page(args, decode_event_cursor), filters
 
 
 def parse_sentiment_args(args: dict[str, Any]) -> trends.SentimentRequest:
     ticker = str(args.get("ticker") or "").strip()
-    if not TICKER_RE.match(ticker):
-        raise _bad(f"`ticker` must be a symbol such as BTC (letters, digits, '.' or '-', at most 20; got "
-                   f"{ticker[:40]!r}); the `tickers` field lists those in the news")
+    problem = trends.ticker_problem(ticker)
+    if problem is not None:
+        raise _bad(f"`ticker` {problem}; the `tickers` field lists those in the news")
     return sentiment_request({**args, "ticker": ticker.upper()})
 
 
@@ -226,9 +224,17 @@ def _list(kind: str) -> Callable[..., list[str]]:
 def run_sentiment(ctx: Context, req: trends.SentimentRequest, _need: bool = True) -> dict[str, Any]:
     reader = ctx.reader
     assert reader is not None
+
+    def series() -> dict[str, Any]:
+        # A ticker no article (nor event) of the snapshot names is most likely a typo: say so, free of charge,
+        # rather than answer the empty series of a real but quiet ticker (which a poller must keep getting).
+        if not trends.known_ticker(reader.con, req.ticker, reader.facts):
+            raise _bad(f"no article in this snapshot mentions the ticker {req.ticker!r}: check the symbol; the "
+                       "`tickers` field lists every ticker the news (or an event) names")
+        return trends.sentiment_series(reader.con, req, reader.facts)
+
     try:
-        return reader.cache.get(("assetSentiment", req), lambda: trends.sentiment_series(reader.con, req, reader.facts),
-                                reader.cache_only)
+        return reader.cache.get(("assetSentiment", req), series, reader.cache_only)
     except trends.RangeError as exc:  # `since` alone, and the newest article is too far from it
         raise _bad(str(exc)) from None
 

@@ -209,6 +209,9 @@ PredictionEvent = GraphQLObjectType(
         "resolutionSource": GraphQLField(_nn(GraphQLString)),
         "status": GraphQLField(_nn(EventStatus)),
         "withdrawnReason": GraphQLField(GraphQLString, description="Why the event is withdrawn; null otherwise."),
+        "updatedAt": GraphQLField(DateTime, description="When the event last changed (its text or source, withdrawn "
+                                  "or restored); null in snapshots published before it was kept."),
+        "withdrawnAt": GraphQLField(DateTime, description="When the event was withdrawn; null otherwise."),
     },
     description="A binary prediction event derived from the news.",
 )
@@ -248,7 +251,8 @@ TrendWindow = GraphQLEnumType(
     "TrendWindow",
     {"HOUR": GraphQLEnumValue("HOUR", description="The latest hour, against the 168 hours before it."),
      "DAY": GraphQLEnumValue("DAY", description="The latest day (24 hours), against the 7 days before it.")},
-    description="The window of a trending list, ending at the snapshot's newest dated article.",
+    description="The window of a trending list, ending at the snapshot's newest dated article (at or before its "
+    "publication: a date in the future never anchors).",
 )
 
 SentimentBucket = GraphQLObjectType(
@@ -298,7 +302,8 @@ Trending = GraphQLObjectType(
         "window": GraphQLField(_nn(TrendWindow)),
         "windowStart": GraphQLField(DateTime, description="The latest window is (windowStart, windowEnd]; null "
                                     "when the snapshot has no dated article."),
-        "windowEnd": GraphQLField(DateTime, description="The snapshot's newest dated article."),
+        "windowEnd": GraphQLField(DateTime, description="The snapshot's newest dated article at or before its "
+                                  "publication."),
         "baselineStart": GraphQLField(DateTime, description="The baseline is (baselineStart, windowStart]."),
         "baselineWindows": GraphQLField(_nn(GraphQLInt), description="Windows in the baseline (168 or 7)."),
         "minCount": GraphQLField(_nn(GraphQLInt), description="Mentions an item needs in the latest window."),
@@ -363,6 +368,8 @@ Query = GraphQLObjectType(
                 "status": GraphQLArgument(EventStatus),
                 "dateFrom": GraphQLArgument(DateTime, description="Resolution date at or after."),
                 "dateTo": GraphQLArgument(DateTime, description="Resolution date at or before."),
+                "updatedSince": GraphQLArgument(DateTime, description="Events that changed at or after this instant "
+                                                "(new, edited, withdrawn or restored): what a client polls for."),
             },
             description="Prediction events, newest (by createdAt) first.",
         ),
@@ -374,7 +381,8 @@ Query = GraphQLObjectType(
                 "since": GraphQLArgument(DateTime, description="From the bucket holding this instant (default: "
                                          "30 days, 168 hours or 26 weeks before `until`)."),
                 "until": GraphQLArgument(DateTime, description="To the bucket holding this instant (a plain date: "
-                                         "that whole day; default: the newest dated article)."),
+                                         "that whole day; default: the newest dated article at or before the "
+                                         "snapshot's publication)."),
             },
             description="A ticker's article counts by sentiment and mean score per hour, day or week, oldest first. "
             "Costs 1 per bucket the range may hold.",

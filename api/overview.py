@@ -147,7 +147,7 @@ def compute(snap: Snapshot) -> Facts:
         counts = dict(con.execute("SELECT kind, count(*) FROM filter_values GROUP BY kind").fetchall())
         heatmap_html = chart_html = ""
         if newest is not None:
-            end = newest.date()
+            end = min(newest, created_at).date()  # an item dated in the future does not move the charts past the news
             heat_days = [end - timedelta(days=i) for i in range(HEATMAP_DAYS - 1, -1, -1)]
             rows = con.execute(
                 """SELECT source_name, CAST(published_at AS DATE) AS d, count(*) FROM news

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import httpx
 import pytest
 from gql import Client, GraphQLRequest
 from gql.transport.requests import RequestsHTTPTransport
@@ -216,6 +217,46 @@ def test_events_pages_both_ways_with_iso_cursors(reader: SnapshotReader, data: D
                 break
             before = decode_event_cursor(page.rows[0]["createdAt"])
         assert back == expected, filters
+
+
+def test_a_client_finds_the_events_that_changed_since_it_last_looked(tmp_path: Path) -> None:
+    """`updatedSince` lists the events edited, withdrawn or restored at or after an instant, with their times, so
+    that a client polling for changes need not page through every event again; over HTTP, as clients ask."""
+    data = Data(make_articles(40, 0), make_events(30))
+    home = tmp_path / "home"
+    build(home, data)
+    changed_at = datetime(2030, 1, 2, 3, 4, 5, 678000)
+    gone, edited = data.events[3]["id"], data.events[7]["id"]
+    con = connect(home / "warehouse.duckdb")
+    try:
+        con.execute("UPDATE prediction_events SET withdrawn_reason = 'its source article now asks another question', "
+                    "withdrawn_at = $t, updated_at = $t WHERE id = $id", {"t": changed_at, "id": gone})
+        con.execute("UPDATE prediction_events SET event_description = 'edited', updated_at = $t WHERE id = $id",
+                    {"t": changed_at, "id": edited})
+    finally:
+        con.close()
+    republish(home)
+    query = """query($since: DateTime, $after: String) { predictionEvents(first: 1, updatedSince: $since, after: $after) {
+      pageInfo { hasNextPage endCursor } edges { node { id status updatedAt withdrawnAt } } } }"""
+    with ApiServer(create_app(Settings(home=home, pdf_prewarm=False), access=StaticKeys(["test-key"]))) as api:
+        def changed(since: str) -> list[dict]:
+            got, after = [], None
+            while True:
+                r = httpx.post(api.url("/prediction-events/test-key"),
+                               json={"query": query, "variables": {"since": since, "after": after}}, timeout=30)
+                assert r.status_code == 200 and "errors" not in r.json(), r.text
+                page = r.json()["data"]["predictionEvents"]
+                got += [e["node"] for e in page["edges"]]
+                if not page["pageInfo"]["hasNextPage"]:
+                    return got
+                after = page["pageInfo"]["endCursor"]
+
+        nodes = {n["id"]: n for n in changed("2030-01-02T03:04:05.678Z")}
+        assert set(nodes) == {gone, edited}
+        assert nodes[gone]["status"] == "WITHDRAWN" and nodes[gone]["withdrawnAt"] == "2030-01-02T03:04:05.678Z"
+        assert nodes[edited]["updatedAt"] == "2030-01-02T03:04:05.678Z" and nodes[edited]["withdrawnAt"] is None
+        assert changed("2030-01-02T03:04:05.679Z") == []
+        assert len(changed("2000-01-01")) == len(data.events)
 
 
 def test_events_after_a_plain_date(reader: SnapshotReader, data: Data) -> None:

@@ -225,7 +225,7 @@ def test_default_range_ends_at_the_newest_dated_article(server: ApiServer) -> No
     assert series["since"] == "2024-11-11T00:00:00.000Z"  # 30 days
     # The undated SOL items (after the anchor) are not counted.
     assert [(b["start"], b["articles"]) for b in series["buckets"]] == [("2024-12-10T00:00:00.000Z", 5)]
-    assert ok(server, SENTIMENT, {"t": "NOPE"})["assetSentiment"]["buckets"] == []
+    assert refused(server, SENTIMENT, {"t": "NOPE"})[0] == "BAD_USER_INPUT"  # no article names it
 
 
 @pytest.mark.parametrize("variables,what", [
@@ -334,13 +334,13 @@ def test_plot_sentiment_writes_a_png(home: Path, tmp_path: Path, monkeypatch: py
         hourly = runner.invoke(cli, ["plot", "sentiment", "--ticker", "btc", "--out", str(tmp_path / "h.png"),
                                      "--interval", "hour"])
         assert hourly.exit_code == 0 and "per hour" in hourly.output, hourly.output
-        for args, what in ((["--ticker", "NOPE"], "no dated article mentions NOPE"),
-                           (["--ticker", "BTC", "--interval", "month"], "unknown --interval"),
-                           (["--ticker", "BTC", "--since", "yesterday"], "--since/--until"),
-                           (["--ticker", "BTC", "--since", "2030-01-01"], "--since 2030-01-01 is after the newest "
-                                                                        "dated article (2024-12-")):
+        for args, what, code in ((["--ticker", "NOPE"], "no dated article mentions NOPE", 1),
+                                 (["--ticker", "BTC", "--interval", "month"], "unknown --interval", 2),
+                                 (["--ticker", "BTC", "--since", "yesterday"], "Invalid value for '--since'", 2),
+                                 (["--ticker", "BTC", "--since", "2030-01-01"], "--since 2030-01-01 is after the "
+                                                                              "newest dated article (2024-12-", 1)):
             bad = runner.invoke(cli, ["plot", "sentiment", "--out", str(tmp_path / "x.png"), *args])
-            assert bad.exit_code == 1 and what in bad.output, bad.output
+            assert bad.exit_code == code and what in bad.output, bad.output
         assert not (tmp_path / "x.png").exists()
     finally:
         get_settings.cache_clear()

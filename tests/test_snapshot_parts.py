@@ -32,7 +32,7 @@ from tests.support.apiserver import ApiServer
 from tests.support.newsdata import Data, make_articles, make_events, open_reader, write
 from warehouse.config import Settings
 from warehouse.db import connect
-from warehouse.parts import HEAD, open_set, publish_set, read_manifest, set_parts
+from warehouse.parts import HEAD, SET_FORMAT, open_set, publish_set, read_manifest, set_parts
 from warehouse.publish import PARTIAL, current_snapshot, list_parts, list_snapshots, publish_snapshot
 from warehouse.read import (
     EventFilters,
@@ -522,7 +522,41 @@ def test_a_home_of_single_files_moves_to_sets(tmp_path: Path) -> None:
     _publish(home, keep=2)
     assert all(p.name.startswith("set-") for p in list_snapshots(home / "snapshots"))
     info = json.loads(manifest.read_text())
-    assert info["articles"] == 400 and info["format"] == 2
+    assert info["articles"] == 400 and info["format"] == SET_FORMAT
+
+
+def test_a_set_of_format_2_is_served_and_the_next_publish_builds_every_part_anew(tmp_path: Path) -> None:
+    """Format 3 added the events' change times: a home upgraded with a format-2 set serves it (those times null)
+    until the next publish, which reuses none of its parts."""
+    home = tmp_path / "home"
+    data = dataset()
+    _warehouse(home, data)
+    manifest = _publish(home)
+    info = json.loads(manifest.read_text())
+    for entry in info["parts"]:  # what format 2 wrote
+        con = duckdb.connect(str(home / "snapshots" / entry["name"]))
+        for (index,) in con.execute("SELECT index_name FROM duckdb_indexes() WHERE table_name = 'events'").fetchall():
+            con.execute(f"DROP INDEX {index}")
+        con.execute("ALTER TABLE events DROP COLUMN updated_at")
+        con.execute("ALTER TABLE events DROP COLUMN withdrawn_at")
+        con.close()
+    manifest.write_text(json.dumps({**info, "format": 2}))
+    con, reader = open_reader(manifest)
+    try:
+        rows = reader.events_page(PageRequest(first=100), EventFilters()).rows
+        assert len(rows) == len(data.events) and all(r["updatedAt"] is None for r in rows)
+        since = parse_instant("2000-01-01")  # an older set knows only creation times
+        assert len(reader.events_page(PageRequest(first=100), EventFilters(updated_since=since)).rows) == len(rows)
+    finally:
+        con.close()
+    again = _publish(home)
+    assert json.loads(again.read_text())["format"] == SET_FORMAT
+    assert not set(_parts(again).values()) & {e["name"] for e in info["parts"]}
+    con, reader = open_reader(again)
+    try:
+        assert all(r["updatedAt"] for r in reader.events_page(PageRequest(first=100), EventFilters()).rows)
+    finally:
+        con.close()
 
 
 def test_readers_keep_a_set_open_across_a_switch_in_one_process(tmp_path: Path) -> None:

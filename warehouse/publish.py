@@ -115,7 +115,9 @@ SELECT
     currency,
     resolution_criteria,
     resolution_source,
-    withdrawn_reason
+    withdrawn_reason,
+    date_trunc('millisecond', updated_at) AS updated_at,
+    date_trunc('millisecond', withdrawn_at) AS withdrawn_at
 FROM prediction_events
 ORDER BY pos
 """

@@ -204,6 +204,7 @@ class EventFilters:
     status: str | None = None  # OPEN | CLOSED | WITHDRAWN
     date_from: Instant | None = None
     date_to: Instant | None = None
+    updated_since: Instant | None = None  # changed (text, source, withdrawn or restored) at or after
 
 
 @dataclass
@@ -331,9 +332,10 @@ class SnapshotReader:
         # A partitioned snapshot (warehouse.parts): per paged table, its parts in serving order (``Segment``s).
         # Pages go to the parts directly; every other query reads the views over all parts.
         self.layout = layout
-        if layout is not None:  # always the current format: every column is there
+        if layout is not None:  # a set's parts: every column but the change times, which came with format 3
             self._withdrawn = "withdrawn_reason"
-            self._event_columns = f'{EVENT_COLUMNS}, withdrawn_reason AS "withdrawnReason"'
+            self._updated = "updated_at" if has_column(con, "events", "updated_at") else None
+            self._event_columns = f'{EVENT_COLUMNS}, withdrawn_reason AS "withdrawnReason", {self._change_columns()}'
             self._news_columns = (NEWS_COLUMNS + ', ticker_sentiments AS "tickerSentiments"' + NEWS_STORY_COLUMNS
                                   + DATE_INFERRED)
             self._has_stories = True
@@ -341,7 +343,9 @@ class SnapshotReader:
             return
         # Snapshots published before events could be withdrawn have no such column: none of theirs is.
         self._withdrawn = "withdrawn_reason" if has_column(con, "events", "withdrawn_reason") else "NULL::VARCHAR"
-        self._event_columns = f'{EVENT_COLUMNS}, {self._withdrawn} AS "withdrawnReason"'
+        # ... nor, before format 3 of sets (2026-11-26), the times of an event's last change and withdrawal.
+        self._updated = "updated_at" if has_column(con, "events", "updated_at") else None
+        self._event_columns = f'{EVENT_COLUMNS}, {self._withdrawn} AS "withdrawnReason", {self._change_columns()}'
         # ... and those published before tickers had their own sentiment have no ticker_sentiments.
         self._news_columns = NEWS_COLUMNS + (', ticker_sentiments AS "tickerSentiments"'
                                              if has_column(con, "news", "ticker_sentiments")
@@ -666,6 +670,11 @@ class SnapshotReader:
         ]
         return Page(rows, page.has_next, page.has_previous, page.positions)
 
+    def _change_columns(self) -> str:
+        if self._updated is None:  # an older snapshot: its events' change times are unknown
+            return 'NULL::TIMESTAMP AS "updatedAt", NULL::TIMESTAMP AS "withdrawnAt"'
+        return 'updated_at AS "updatedAt", withdrawn_at AS "withdrawnAt"'
+
     def _events_page(
         self, req: PageRequest, filters: EventFilters, now: datetime, need_next: bool, need_previous: bool
     ) -> Page:
@@ -697,12 +706,15 @@ class SnapshotReader:
         if filters.date_to is not None:
             where.append("date < ?")
             params.append(filters.date_to.upper_exclusive())
+        if filters.updated_since is not None:  # an older snapshot knows only when each event was created
+            where.append(f"{self._updated or 'created_at'} >= ?")
+            params.append(filters.updated_since.at)
         page = self._page(
             "events", self._event_columns, [], req, lo, hi, flo, fhi, " AND ".join(where), params, need_next, need_previous
         )
         for row in page.rows:
-            row["createdAt"] = iso_ms(row["createdAt"])
-            row["date"] = iso_ms(row["date"])
+            for name in ("createdAt", "date", "updatedAt", "withdrawnAt"):
+                row[name] = None if row[name] is None else iso_ms(row[name])
         return page
 
     # ----------------------------------------------------------------------------------------- lists

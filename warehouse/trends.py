@@ -1,7 +1,11 @@
 """Read-side queries over a serving snapshot for sentiment over time and trending tickers and topics.
 
 Both are anchored to the snapshot's **newest dated article** (the latest ``published_at`` among articles whose
-date is real, ``date_inferred`` false), never to the clock: the same snapshot gives the same answer at any time.
+date is real, ``date_inferred`` false) **at or before the snapshot's publication** (``snapshot_info.created_at``;
+the command line also caps it at its own clock), never to the clock: the same snapshot gives the same answer at
+any time. Ingest takes a date up to a day past the fetch as real, so one article dated in the near future would
+otherwise move every window past the news and leave trending empty; such an article still counts in its own
+buckets, it just never anchors.
 
 Sentiment series (``sentiment`` table, copied from the warehouse's ``asset_sentiment``): buckets of an hour or a
 day, and weeks (Monday 00:00 UTC) summed from the day buckets when asked. A range covers the buckets from the one
@@ -17,6 +21,7 @@ from unbounded scores), then by count, then by name.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -36,8 +41,62 @@ STD_FLOOR = 1.0
 _US = timedelta(microseconds=1)
 
 
+# A ticker as `assetSentiment` and `cryptowire plot sentiment` take it: what tagging writes, and nothing to quote.
+TICKER_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9.\-]{0,19}")
+
+
+def ticker_problem(ticker: str) -> str | None:
+    """What is wrong with ``ticker`` as a symbol (to follow the argument's name in a message), or None."""
+    if TICKER_RE.fullmatch(ticker):
+        return None
+    return f"must be a symbol such as BTC (letters, digits, '.' or '-', at most 20; got {ticker[:40]!r})"
+
+
 class RangeError(ValueError):
-    """A sentiment range that cannot be served; the message says what to do."""
+    """A sentiment range that cannot be served; the message says what to do. For a range too wide, ``problem``
+    says why, ``fits`` names the finest coarser interval that covers the range as asked (None when none does),
+    and ``earliest`` the earliest ``since`` that keeps the range's end for the asked interval and for each
+    coarser one that does not fit either (so that the command line can give the same advice in its terms)."""
+
+    def __init__(self, message: str, problem: str | None = None, fits: str | None = None,
+                 earliest: dict[str, datetime] | None = None) -> None:
+        super().__init__(message)
+        self.problem = problem
+        self.fits = fits
+        self.earliest = earliest or {}
+
+
+def shown_instant(at: datetime) -> str:
+    """A plain date at midnight (what DAY and WEEK bounds are), else the ISO instant: both are valid `since`."""
+    return at.date().isoformat() if at == datetime(at.year, at.month, at.day) else iso_ms(at)
+
+
+def _too_wide(req: SentimentRequest, start: datetime, end: datetime, last: datetime) -> RangeError:
+    """The error for a range holding more buckets than ``req.interval`` allows, with advice that works: a coarser
+    interval only when its own buckets fit, else the earliest ``since`` per interval (narrowing ``since`` alone
+    to one bucket of the old advice could still be too wide)."""
+    buckets = (end - start) // INTERVALS[req.interval]
+    problem = (f"`assetSentiment` with interval {req.interval} returns at most {MAX_BUCKETS[req.interval]} buckets; "
+               f"the range from {iso_ms(start)} to {iso_ms(end)} holds {buckets}")
+    names = list(INTERVALS)  # finest first
+    fits = None
+    earliest: dict[str, datetime] = {}
+    for name in names[names.index(req.interval):]:
+        step = INTERVALS[name]
+        name_end = bucket_start(last, name) + step
+        if name != req.interval and (name_end - bucket_start(start, name)) // step <= MAX_BUCKETS[name]:
+            fits = name
+            break
+        earliest[name] = name_end - step * MAX_BUCKETS[name]  # after `start`, so always representable
+    own = f"`since` {shown_instant(earliest[req.interval])} or later"
+    if fits is not None:
+        advice = f"interval {fits} fits this range, or pass {own}"
+    else:
+        advice = f"narrow it: pass {own}" + "".join(
+            f", or interval {name} with `since` {shown_instant(at)} or later"
+            for name, at in earliest.items() if name != req.interval
+        )
+    return RangeError(f"{problem}: {advice}", problem, fits, earliest)
 
 
 def bucket_start(at: datetime, interval: str) -> datetime:
@@ -57,8 +116,8 @@ class SentimentRequest:
 
 
 def resolve_range(req: SentimentRequest, anchor: datetime | None) -> tuple[datetime, datetime] | None:
-    """``[first bucket start, last bucket end)``; missing ``until`` is the anchor (the newest dated article),
-    missing ``since`` the default number of buckets before it. None when there is nothing to anchor to."""
+    """``[first bucket start, last bucket end)``; missing ``until`` is the anchor (``newest_dated``), missing
+    ``since`` the default number of buckets before it. None when there is nothing to anchor to."""
     try:
         return _resolve_range(req, anchor)
     except OverflowError:  # e.g. until 9999-12-31: its bucket ends past the last representable time
@@ -81,14 +140,8 @@ def _resolve_range(req: SentimentRequest, anchor: datetime | None) -> tuple[date
     end = bucket_start(last, req.interval) + step
     start = (bucket_start(req.since.at, req.interval) if req.since is not None
              else end - step * DEFAULT_BUCKETS[req.interval])
-    buckets = (end - start) // step
-    limit = MAX_BUCKETS[req.interval]
-    if buckets > limit:
-        wider = {"HOUR": " or interval DAY", "DAY": " or interval WEEK", "WEEK": ""}[req.interval]
-        raise RangeError(
-            f"`assetSentiment` with interval {req.interval} returns at most {limit} buckets; the range from "
-            f"{iso_ms(start)} to {iso_ms(end)} holds {buckets}: narrow `since` / `until`{wider}"
-        )
+    if (end - start) // step > MAX_BUCKETS[req.interval]:
+        raise _too_wide(req, start, end, last)
     return start, end
 
 
@@ -113,10 +166,33 @@ def has_table(con: duckdb.DuckDBPyConnection, table: str) -> bool:
     ).fetchall())
 
 
-def newest_dated(con: duckdb.DuckDBPyConnection) -> datetime | None:
-    """The anchor: the newest article whose date is real (any article in snapshots that cannot tell)."""
-    dated = "WHERE NOT date_inferred" if has_column(con, "news", "date_inferred") else ""
-    return con.execute(f"SELECT max(published_at) FROM news {dated}").fetchall()[0][0]
+def published(con: duckdb.DuckDBPyConnection) -> datetime | None:
+    """When the snapshot was published (``snapshot_info.created_at``, naive UTC; a set's is its head's), or None
+    for a file that does not say."""
+    if not has_column(con, "snapshot_info", "created_at"):
+        return None
+    return con.execute("SELECT max(created_at) FROM snapshot_info").fetchall()[0][0]
+
+
+def newest_dated(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -> datetime | None:
+    """The anchor: the newest article whose date is real (any article in snapshots that cannot tell), at or before
+    the snapshot's publication and ``now`` (naive UTC) when given: an article dated after them is a date in the
+    future (ingest accepts up to a day ahead), which would move every window past the news."""
+    where = ["NOT date_inferred"] if has_column(con, "news", "date_inferred") else []
+    caps = [at for at in (published(con), now) if at is not None]
+    if caps:
+        where.append("published_at <= $cap")
+    sql = "SELECT max(published_at) FROM news" + (" WHERE " + " AND ".join(where) if where else "")
+    return con.execute(sql, {"cap": min(caps)} if caps else {}).fetchall()[0][0]
+
+
+def known_ticker(con: duckdb.DuckDBPyConnection, ticker: str, facts: dict[str, Any] | None = None) -> bool:
+    """Whether the snapshot lists ``ticker`` (``filter_values``, what the `tickers` field lists: every ticker of
+    any article, dated or not, or event). ``facts``: the snapshot's memo (see ``_fact``)."""
+    known = _fact(facts, "tickers", lambda: frozenset(
+        str(v).upper() for (v,) in con.execute("SELECT value FROM filter_values WHERE kind = 'tickers'").fetchall()
+    ))
+    return ticker.strip().upper() in known
 
 
 def _fact(facts: dict[str, Any] | None, key: str, compute: Callable[[], Any]) -> Any:

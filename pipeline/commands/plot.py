@@ -3,7 +3,7 @@ snapshot (readable while a run writes the warehouse), with the same buckets as t
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +19,10 @@ from pipeline.commands.output import (
 )
 
 if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
     from warehouse.read import Instant
+    from warehouse.trends import RangeError
 
 IMAGE_SUFFIXES = (".png", ".svg", ".pdf")  # the chart is written in the format --out's suffix names
 
@@ -33,18 +36,34 @@ def days_shown(series: dict[str, Any]) -> str:
     return f"{series['since'][:10]} to {last.date().isoformat()}"
 
 
+def _utc(text: str) -> datetime:
+    return datetime.fromisoformat(text.rstrip("Z"))
+
+
 def render_sentiment_chart(series: dict[str, Any], out: Path, width: float = 10.0, height: float = 6.0,
                            dpi: int = 100) -> None:
     """Mean score per bucket (top) over stacked article counts by label (bottom), in the format of ``out``'s
     suffix (png, svg or pdf)."""
+    import matplotlib.pyplot as plt
+
+    fig = sentiment_figure(series, width, height, dpi)
+    try:
+        fig.savefig(out, format=out.suffix[1:].lower())
+    finally:
+        plt.close(fig)
+
+
+def sentiment_figure(series: dict[str, Any], width: float = 10.0, height: float = 6.0, dpi: int = 100) -> Figure:
+    """The chart of ``render_sentiment_chart``, not yet written (close it with ``plt.close``). Its x-axis spans
+    the series' whole range, ``since`` to ``until``, as the title says, not just the buckets that have data."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only: never a display
     import matplotlib.pyplot as plt
 
     buckets = series["buckets"]
-    starts = [datetime.fromisoformat(b["start"].rstrip("Z")) for b in buckets]
-    ends = [datetime.fromisoformat(b["end"].rstrip("Z")) for b in buckets]
+    starts = [_utc(b["start"]) for b in buckets]
+    ends = [_utc(b["end"]) for b in buckets]
     width_days = [(e - s).total_seconds() / 86400 * 0.85 for s, e in zip(starts, ends, strict=True)]
     fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(width, height), dpi=dpi,
                                       gridspec_kw={"height_ratios": [3, 2]})
@@ -66,11 +85,58 @@ def render_sentiment_chart(series: dict[str, Any], out: Path, width: float = 10.
         bottom.set_ylabel("articles")
         bottom.legend(loc="upper left", fontsize="small")
         bottom.grid(alpha=0.3, axis="y")
+        bottom.set_xlim(_utc(series["since"]), _utc(series["until"]))  # shared with the top axis
         fig.autofmt_xdate()
         fig.tight_layout()
-        fig.savefig(out, format=out.suffix[1:].lower())
-    finally:
+    except BaseException:
         plt.close(fig)
+        raise
+    return fig
+
+
+def _check_ticker(value: str) -> str:
+    """--ticker as `assetSentiment`'s `ticker`: a bad symbol is a mistake in the command line (exit 2, usage)."""
+    from warehouse.trends import ticker_problem
+
+    value = value.strip()
+    problem = ticker_problem(value)
+    if problem is not None:
+        raise typer.BadParameter(problem)
+    return value
+
+
+def _check_interval(value: str | None) -> str | None:
+    if value is not None and value.lower() not in ("hour", "day", "week"):
+        raise typer.BadParameter(f"unknown --interval {value!r}: choose hour, day or week")
+    return value
+
+
+def _check_instant(value: str | None) -> str | None:
+    """--since / --until read as the API reads `since` / `until`; one that cannot be read is a usage error."""
+    from warehouse.read import CursorError, parse_instant
+
+    if value is not None:
+        try:
+            parse_instant(value)
+        except CursorError as exc:
+            raise typer.BadParameter(str(exc)) from None
+    return value
+
+
+def _range_advice(exc: RangeError) -> str:
+    """``exc``'s advice for a range too wide, as ``warehouse.trends`` gives it, in the command line's terms."""
+    from warehouse.trends import shown_instant
+
+    assert exc.problem is not None
+    own = next(iter(exc.earliest))  # the interval asked for
+    keep = f"--since {shown_instant(exc.earliest[own])} or later"
+    if exc.fits is not None:
+        return (f"{exc.problem}: --interval {exc.fits.lower()} fits this range, or leave out --interval to pick it; "
+                f"or keep --interval {own.lower()} with {keep}")
+    return f"{exc.problem}: narrow it: pass {keep}" + "".join(
+        f", or --interval {name.lower()} with --since {shown_instant(at)} or later"
+        for name, at in exc.earliest.items() if name != own
+    )
 
 
 def _fitting(since: Instant | None, until: Instant | None, anchor: datetime | None) -> str | None:
@@ -89,40 +155,45 @@ def _fitting(since: Instant | None, until: Instant | None, anchor: datetime | No
 def register(app: typer.Typer) -> None:
     @plot_app.command("sentiment")
     def sentiment(
-        ticker: str = typer.Option(..., "--ticker", help="The ticker, e.g. BTC."),
+        ticker: str = typer.Option(..., "--ticker", callback=_check_ticker, help="The ticker, e.g. BTC."),
         out: Path = typer.Option(..., "--out", help="The image file to write: .png, .svg or .pdf, in a directory "
                                  "that exists."),
         interval: str | None = typer.Option(
-            None, "--interval", help="hour, day or week (default: with --since, the finest whose buckets fit the "
-            "range: hour up to 31 days, day up to 2 years, week up to 5 years; without, day)."),
-        since: str = typer.Option(None, "--since", help="From this date or ISO time (default: 30 days, 168 hours "
-                                  "or 26 weeks before --until)."),
-        until: str = typer.Option(None, "--until", help="To this date (that whole day) or ISO time (default: the "
-                                  "newest dated article)."),
+            None, "--interval", callback=_check_interval, help="hour, day or week (default: with --since, the "
+            "finest whose buckets fit the range: hour up to 31 days, day up to 2 years, week up to 5 years; "
+            "without, day)."),
+        since: str = typer.Option(None, "--since", callback=_check_instant, help="From this date or ISO time "
+                                  "(default: 30 days, 168 hours or 26 weeks before --until)."),
+        until: str = typer.Option(None, "--until", callback=_check_instant, help="To this date (that whole day) "
+                                  "or ISO time (default: the newest dated article at or before the snapshot's "
+                                  "publication)."),
         as_json: bool = json_option(help="Print the file, range and bucket count as JSON."),
     ) -> None:
         """Chart a ticker's daily (or hourly, weekly) mean sentiment and article counts, as `assetSentiment`."""
 
         from warehouse.config import get_settings
-        from warehouse.read import CursorError, parse_instant
-        from warehouse.trends import INTERVALS, RangeError, SentimentRequest, newest_dated, sentiment_series
+        from warehouse.read import parse_instant
+        from warehouse.trends import (
+            RangeError,
+            SentimentRequest,
+            known_ticker,
+            newest_dated,
+            sentiment_series,
+        )
 
         if out.suffix.lower() not in IMAGE_SUFFIXES:
             fail(f"--out {out}: name a .png, .svg or .pdf file (the chart is written in the format its suffix names)")
         require_out_dir(out, f"{ticker.lower()}{out.suffix}")
-        if interval is not None and interval.upper() not in INTERVALS:
-            fail(f"unknown --interval {interval!r}: choose hour, day or week")
-        try:
-            since_at, until_at = (parse_instant(v) if v is not None else None for v in (since, until))
-        except CursorError as exc:
-            fail(f"--since/--until: {exc}")
+        # Read and checked already by the options' callbacks (a bad value exits 2 with the usage).
+        since_at, until_at = (parse_instant(v) if v is not None else None for v in (since, until))
         settings = get_settings()
         path = latest_snapshot(settings.snapshots_dir)
         from warehouse.parts import connect_snapshot
 
         con = connect_snapshot(path)
         try:
-            facts = {"newest_dated": newest_dated(con)}  # the range's end when --until is not given
+            # The range's end when --until is not given: never past the snapshot's publication nor this clock.
+            facts: dict[str, Any] = {"newest_dated": newest_dated(con, now=datetime.now(UTC).replace(tzinfo=None))}
             newest = facts["newest_dated"]
             if since_at is not None and until_at is None and newest is not None and since_at.at > newest:
                 fail(f"--since {since} is after the newest dated article ({newest.isoformat(timespec='minutes')}): "
@@ -131,16 +202,19 @@ def register(app: typer.Typer) -> None:
             name = interval.upper() if interval else ("DAY" if since_at is None else fits or "WEEK")
             try:
                 series = sentiment_series(con, SentimentRequest(ticker, name, since_at, until_at), facts)
-            except RangeError as exc:
-                hint = f"; --interval {fits.lower()} fits this range, or leave out --interval to pick it" if fits else ""
-                fail(f"{exc} (here: --since, --until, --interval){hint}")
+            except RangeError as exc:  # the same advice as `assetSentiment`'s, in this command's terms
+                fail(_range_advice(exc) if exc.problem else f"{exc} (here: --since, --until, --interval)")
+            known = bool(series["buckets"]) or known_ticker(con, ticker)
         finally:
             con.close()
         if not series["buckets"]:
+            listing = ("list the tickers with `cryptowire sql --snapshot \"SELECT ticker, sum(articles) FROM "
+                       "sentiment WHERE grain = 'day' GROUP BY ALL ORDER BY 2 DESC\"`")
+            if not known:  # as `assetSentiment` refuses it: most likely a typo, widening would not help
+                fail(f"no dated article mentions {series['ticker']}, nor does any undated one in the snapshot: "
+                     f"check the symbol, or {listing}")
             shown = f"from {series['since']} to {series['until']}" if series["since"] else "in the snapshot"
-            fail(f"no dated article mentions {series['ticker']} {shown}: widen --since/--until, or list the "
-                 "tickers with `cryptowire sql --snapshot \"SELECT ticker, sum(articles) FROM sentiment "
-                 "WHERE grain = 'day' GROUP BY ALL ORDER BY 2 DESC\"`")
+            fail(f"no dated article mentions {series['ticker']} {shown}: widen --since/--until, or {listing}")
         try:
             render_sentiment_chart(series, out)
         except OSError as exc:

@@ -117,7 +117,8 @@ SELECT
     (row_number() OVER (ORDER BY created_at DESC, id DESC) - 1)::BIGINT AS pos,
     id, date_trunc('millisecond', created_at) AS created_at, date, event_title, event_description, source_url,
     image_url, options, tags, asset, kind, subject, comparator, threshold, currency, resolution_criteria,
-    resolution_source, withdrawn_reason
+    resolution_source, withdrawn_reason, date_trunc('millisecond', updated_at) AS updated_at,
+    date_trunc('millisecond', withdrawn_at) AS withdrawn_at
 FROM prediction_events WHERE {where}
 ORDER BY pos
 """

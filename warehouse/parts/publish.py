@@ -73,6 +73,8 @@ def _previous(snapshots_dir: Path) -> Previous | None:
         if current is None or not is_set(current):
             return None
         manifest = read_manifest(current)
+        if manifest["format"] != SET_FORMAT:  # parts of an older format are not reused: every part is built anew
+            return None
         parts = {}
         for entry in manifest["parts"]:
             if entry["period"] != HEAD:

@@ -19,7 +19,8 @@ import duckdb
 
 from warehouse.publish import SET_PREFIX, SET_SUFFIX
 
-SET_FORMAT = 2
+SET_FORMAT = 3  # 3: events carry updated_at and withdrawn_at (2026-11-26)
+READABLE_FORMATS = (2, SET_FORMAT)  # a set of format 2 is served until the next publish replaces it
 TABLES = ("news", "stories", "events", "sentiment")  # every part holds the four
 PAGED = ("news", "stories", "events")  # tables with pos, read page by page
 
@@ -27,7 +28,7 @@ PAGED = ("news", "stories", "events")  # tables with pos, read page by page
 def read_manifest(path: Path | str) -> dict[str, Any]:
     path = Path(path)
     data = json.loads(path.read_text())
-    if data.get("format") != SET_FORMAT or not isinstance(data.get("parts"), list) or not data["parts"]:
+    if data.get("format") not in READABLE_FORMATS or not isinstance(data.get("parts"), list) or not data["parts"]:
         raise ValueError(f"{path.name} is not a snapshot set manifest")
     return data
 
