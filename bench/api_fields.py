@@ -83,6 +83,9 @@ SCENARIOS: dict[str, str] = {
     "cryptoNews_first20_story_tickerSentiments": news(
         "first: 20", " story { id title articleCount sourceCount firstSeen } tickerSentiments { ticker label score }"),
     "cryptoNews_first20_collapseStories": news("first: 20, collapseStories: true"),
+    "cryptoNews_first20_tickers": news('first: 20, tickers: ["ETH"]'),
+    # with another filter, a story stands by its earliest article that passes it (read chunk by chunk)
+    "cryptoNews_first20_tickers_collapseStories": news('first: 20, tickers: ["ETH"], collapseStories: true'),
     "stories_first20": stories("first: 20"),
     "stories_first20_minSources2": stories("first: 20, minSources: 2"),
     "assetSentiment_BTC_DAY_month": asset("DAY", DAY_SINCE, DAY_UNTIL),

@@ -189,6 +189,16 @@ class NewsFilters:
 
 
 @dataclass(frozen=True)
+class _Collapse:
+    """collapseStories with other filters: the rows' conditions (``r``) and those of an earlier article (``o``)."""
+
+    where: str
+    params: list[Any]
+    older: str
+    older_params: list[Any]
+
+
+@dataclass(frozen=True)
 class StoryFilters:
     tickers: tuple[str, ...] | None = None
     topics: tuple[str, ...] | None = None
@@ -566,27 +576,25 @@ class SnapshotReader:
         if req.before is not None:
             hi = min(hi, self._news_newer_until(req.before))
         where, params = _news_conditions(filters)
-        if filters.collapse_stories and self._has_stories:  # a row filter: pages and cursors work as for any other
-            if where or filters.since is not None or filters.until is not None:
-                # One article per story among those the filters let through: its earliest such article, so that a
-                # story whose first report does not match (another outlet, before `since`) is still listed.
-                older, older_params = _news_conditions(filters, "o.")
-                if filters.since is not None:
-                    older.append("o.published_at >= ?")
-                    older_params.append(filters.since.at)
-                if filters.until is not None:
-                    older.append("o.published_at < ?")
-                    older_params.append(filters.until.upper_exclusive())
-                where.append(
-                    "NOT EXISTS (SELECT 1 FROM news o WHERE o.story_id = r.story_id AND (o.published_at < r.published_at"
-                    " OR (o.published_at = r.published_at AND o.id < r.id))" + "".join(f" AND {c}" for c in older) + ")"
-                )
-                params += older_params
-            else:
-                where.append("story_first")
-        page = self._page(
-            "news", self._news_columns, [], req, lo, hi, flo, fhi, " AND ".join(where), params, need_next, need_previous
-        )
+        where_sql = " AND ".join(where)
+        if filters.collapse_stories and self._has_stories and (where or filters.since or filters.until):
+            # One article per story among those the filters let through: its earliest such article, so that a
+            # story whose first report does not match (another outlet, before `since`) is still listed.
+            older, older_params = _news_conditions(filters, "o.")
+            if filters.since is not None:
+                older.append("o.published_at >= ?")
+                older_params.append(filters.since.at)
+            if filters.until is not None:
+                older.append("o.published_at < ?")
+                older_params.append(filters.until.upper_exclusive())
+            stand = _Collapse(where_sql, params, " AND ".join(["TRUE", *older]), older_params)
+            page = self._collapse_page(req, lo, hi, flo, fhi, stand, need_next, need_previous)
+        else:
+            if filters.collapse_stories and self._has_stories:  # a row filter: pages and cursors work as without
+                where_sql = "story_first"
+            page = self._page(
+                "news", self._news_columns, [], req, lo, hi, flo, fhi, where_sql, params, need_next, need_previous
+            )
         for row in page.rows:  # formatted once per page (pages are cached), not once per request
             at = row["date"]
             row["_cursor"] = encode_news_cursor((at - EPOCH) // _US, row["id"], self.tag, row["pos"])
@@ -597,6 +605,70 @@ class SnapshotReader:
                 "id": sid, "title": title, "articleCount": count, "sourceCount": sources, "firstSeen": iso_ms(first),
             }
         return page
+
+    def _standing(self, lo: int, hi: int, n: int, backwards: bool, c: _Collapse) -> list[tuple[int, str]]:
+        """(pos, id) of up to ``n`` rows of ``[lo, hi)`` in reading order that pass the filters and stand for their
+        story: no earlier article of it passes them. Taken in chunks, each checked with one grouped query over the
+        chunk's stories only, so a page reads what it lists (an anti-join over every passing row read them all)."""
+        out: list[tuple[int, str]] = []
+        chunk = max(4 * n, 64)
+        while lo < hi and len(out) < n:
+            rows, _ = self._fetch("news", "pos, story_id, id, story_first_seen, published_at", [], lo, hi, chunk,
+                                  backwards, c.where, c.params)
+            if not rows:
+                break
+            grouped = [r for r in rows if r[1] is not None and r[3] is not None]
+            first: dict[str, str] = {}
+            if grouped:  # only the time from the stories' first reports to the chunk's newest row is read
+                first = dict(self.con.execute(
+                    f"SELECT o.story_id, first(o.id ORDER BY o.published_at, o.id) FROM news o "
+                    f"WHERE o.published_at >= ? AND o.published_at <= ? AND o.story_id IN (SELECT unnest(?)) "
+                    f"AND {c.older} GROUP BY o.story_id",
+                    [min(r[3] for r in grouped), max(r[4] for r in grouped), sorted({r[1] for r in grouped}),
+                     *c.older_params],
+                ).fetchall())
+            for pos, story, aid, story_first_seen, _ in rows:
+                if story_first_seen is None:  # not grouped (or an older snapshot): it stands for itself
+                    story = None
+                if story is None or first.get(story) == aid:
+                    out.append((pos, aid))
+                    if len(out) == n:
+                        break
+            if len(rows) < chunk:
+                break
+            if backwards:
+                hi = rows[-1][0]
+            else:
+                lo = rows[-1][0] + 1
+        return out
+
+    def _collapse_page(
+        self, req: PageRequest, lo_w: int, hi_w: int, flo: int, fhi: int, c: _Collapse, need_next: bool,
+        need_previous: bool,
+    ) -> Page:
+        """``_page`` for collapseStories with other filters (see ``_standing``)."""
+        if req.first is not None and req.last is not None:
+            raise ValueError("first and last together")
+        backwards = req.last is not None
+        n = req.last if backwards else (req.first if req.first is not None else 10)
+        found = self._standing(lo_w, hi_w, n + 1, backwards, c)
+        more = len(found) > n
+        found = found[:n]
+        rows: list[dict[str, Any]] = []
+        if found:
+            positions = [p for p, _ in found]
+            fetched, names = self._fetch("news", self._news_columns, [], min(positions), max(positions) + 1,
+                                         len(found), False, "r.id IN (SELECT unnest(?))", [[a for _, a in found]])
+            rows = [dict(zip(names, r, strict=True)) for r in fetched]  # oldest last: the serving order
+        if backwards:
+            has_previous: bool | None = more
+            has_next = (bool(self._standing(hi_w, fhi, 1, False, c)) if need_next and req.before is not None
+                        else (False if req.before is None else None))
+        else:
+            has_next = more
+            has_previous = (bool(self._standing(flo, lo_w, 1, True, c)) if need_previous and req.after is not None
+                            else (False if req.after is None else None))
+        return Page(rows, has_next, has_previous, [r["pos"] for r in rows])
 
     # ----------------------------------------------------------------------------------------- stories
 
