@@ -386,9 +386,11 @@ def test_news_carry_their_story_and_collapse_pages_once(server: ApiServer) -> No
     assert {n["story"]["id"] for n in collapsed} == {n["story"]["id"] for n in every}
 
 
-FILTERED = """query N($n: Int, $after: String, $src: [String!], $since: DateTime, $q: String) {
-  cryptoNews(first: $n, after: $after, collapseStories: true, sources: $src, since: $since, search: $q) {
-    pageInfo { hasNextPage endCursor }
+FILTERED = """query N($n: Int, $after: String, $last: Int, $before: String, $src: [String!], $since: DateTime,
+                 $q: String) {
+  cryptoNews(first: $n, after: $after, last: $last, before: $before, collapseStories: true, sources: $src,
+             since: $since, search: $q) {
+    pageInfo { hasNextPage hasPreviousPage startCursor endCursor }
     edges { node { id story { id } } }
   }
 }"""
@@ -410,6 +412,14 @@ def test_collapse_with_filters_lists_each_story_with_a_matching_article_once(
     for n in (1, 3):
         got = _all(server, FILTERED, "cryptoNews", {"n": n, **variables})
         assert [g["id"] for g in got] == expected, (n, got)
+        back, before = [], None  # and backwards, from the end
+        while True:
+            page = ok(server, FILTERED, {"last": n, "before": before, **variables})["cryptoNews"]
+            back = [e["node"]["id"] for e in page["edges"]] + back
+            if not page["pageInfo"]["hasPreviousPage"]:
+                break
+            before = page["pageInfo"]["startCursor"]
+        assert back == expected, (n, back)
 
 
 def test_stories_cost_like_other_connections() -> None:
