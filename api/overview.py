@@ -162,7 +162,7 @@ def compute(snap: Snapshot) -> Facts:
                 [datetime.combine(chart_days[0], datetime.min.time()), CHART_TICKERS],
             ).fetchall()
             chart_html = render_chart(chart_days, series)
-        # A withdrawn event is a question the current rules no longer ask: listed among the latest it would read as
+        # A withdrawn event is a question no article asks any more: listed among the latest it would read as
         # open (or closed) beside the question that replaced it. Snapshots from before withdrawal have none.
         live = "withdrawn_reason IS NULL" if has_column(con, "events", "withdrawn_reason") else "true"
         events = con.execute(
@@ -300,8 +300,8 @@ def render_events(facts: Facts, now: datetime) -> str:
     if facts.withdrawn:
         n = facts.withdrawn
         them = "them" if n != 1 else "it"
-        note = (f"<p class=muted>{n:,} withdrawn event{'s are' if n != 1 else ' is'} left out: the current rules no "
-                f"longer derive {them}. The API still lists {them}, with status <code>WITHDRAWN</code> and the "
+        note = (f"<p class=muted>{n:,} withdrawn event{'s are' if n != 1 else ' is'} left out: no article asks "
+                f"{them} any more (the rules changed, or the articles were edited). The API still lists {them}, with status <code>WITHDRAWN</code> and the "
                 "reason.</p>")
     if not facts.latest_events:
         if facts.withdrawn:

@@ -274,9 +274,15 @@ def test_the_reference_prices_asset_materializes_from_a_local_price_server(
         result = CliRunner().invoke(app, ["materialize", "--select", "asset_reference_prices", "--json"])
         assert result.exit_code == 0, result.output
         assert srv.hits("/api/v3/simple/price") == 1
+        # a second refresh the same day: the price is fetched (not an offline run), the day's first one stays
+        srv.routes["/api/v3/simple/price"] = static(json.dumps({"bitcoin": {"usd": 99000}}), "application/json")
+        again = CliRunner().invoke(app, ["materialize", "--select", "asset_reference_prices", "--json"])
+        assert again.exit_code == 0, again.output
     report = json.loads(result.output)
     (asset,) = report["assets"]
-    assert asset["metadata"]["fetched"] == 1 and asset["metadata"]["error"] == ""
+    assert asset["metadata"]["fetched"] == 1 and asset["metadata"]["stored"] == 1 and asset["metadata"]["error"] == ""
+    (second,) = json.loads(again.output)["assets"]
+    assert (second["metadata"]["fetched"], second["metadata"]["stored"], second["metadata"]["error"]) == (1, 0, "")
     con = connect(data_home / "warehouse.duckdb")
     assert [(t, usd) for t, _, usd in load_prices(con)] == [("BTC", 88000.0)]
     con.close()

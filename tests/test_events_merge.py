@@ -266,7 +266,7 @@ def test_a_source_edited_into_another_question_says_so_when_withdrawn(warehouse:
     merge_events(con, derive_events(edited, NAMES), NOW + timedelta(hours=1), complete=True)
     (new,) = [i for i, r in rows(con).items() if r[3] == "a2" and i != old]
     reason = _source(con, old)[3]
-    assert reason and reason.startswith("its source article now asks another question") and new in reason, reason
+    assert reason and reason.startswith("its source article now gives another question") and new in reason, reason
     assert "$6,000" in reason
 
 
@@ -281,3 +281,20 @@ def test_a_source_re_dated_later_is_followed(warehouse: Path, complete: bool) ->
     store_articles(con, redated)
     merge_events(con, derive_events(redated, NAMES), NOW + timedelta(hours=1), complete=complete)
     assert _source(con, eid)[:2] == ("a2", later.published_at)
+
+
+def test_a_withdrawal_names_only_what_its_current_source_asks_now(warehouse: Path) -> None:
+    con = connect(warehouse)
+    store_articles(con, ARTICLES)
+    merge_events(con, derive_events(ARTICLES, NAMES), NOW, complete=True)
+    (eid,) = [i for i, r in rows(con).items() if r[3] == "a1"]  # a1 and a3 ask it
+    step = [*ARTICLES[:2], replace(ARTICLES[2], title="Bitcoin Eyes $120K: Options Market Prices 45% Chance"),
+            *ARTICLES[3:]]  # a3, a former source, now asks another question; a1 still asks this one
+    store_articles(con, step)
+    merge_events(con, derive_events(step, NAMES), NOW + timedelta(hours=1), complete=True)
+    assert _source(con, eid)[0] == "a1" and _source(con, eid)[3] is None
+    step = [replace(step[0], title="Bitcoin Slips 5% as Traders Take Profits"), *step[1:]]
+    store_articles(con, step)
+    merge_events(con, derive_events(step, NAMES), NOW + timedelta(hours=2), complete=True)
+    reason = _source(con, eid)[3]
+    assert reason and reason.startswith("no article derives this question any more"), reason

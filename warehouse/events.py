@@ -99,8 +99,8 @@ WITHDRAWN_DEFAULT = (
     "no article derives this question any more: the event rules changed, or its source articles were edited"
 )
 WITHDRAWN_MOVED = (
-    "its source article now asks another question, {id} ({title}): the article was edited or re-dated, or the "
-    "reference price its direction was judged by changed"
+    "its source article now gives another question, {id} ({title}): the article was edited or re-dated, the "
+    "reference price its direction was judged by changed, or the event rules changed"
 )
 _STATUS = "CASE WHEN withdrawn_reason IS NOT NULL THEN 'withdrawn' WHEN date > $now THEN 'open' ELSE 'closed' END"
 
@@ -180,11 +180,11 @@ def merge_events(
                 ).fetchall()]
                 withdrawn = len(gone)
                 if gone:
-                    moved = {}  # a withdrawn event's source articles that now give another question
+                    moved = {}  # a withdrawn event whose source article now gives another question
                     for event_id, other, title in con.execute(
-                        f"SELECT s.event_id, min(c.id), arg_min(c.event_title, c.id) FROM prediction_event_sources s "
-                        f"JOIN {sources_name} cs ON cs.article_id = s.article_id JOIN {name} c ON c.id = cs.event_id "
-                        f"WHERE list_contains($gone, s.event_id) AND c.id <> s.event_id GROUP BY s.event_id",
+                        f"SELECT p.id, min(c.id), arg_min(c.event_title, c.id) FROM prediction_events p "
+                        f"JOIN {sources_name} cs ON cs.article_id = p.source_article_id JOIN {name} c "
+                        f"ON c.id = cs.event_id WHERE list_contains($gone, p.id) AND c.id <> p.id GROUP BY p.id",
                         {"gone": gone},
                     ).fetchall():
                         moved[event_id] = WITHDRAWN_MOVED.format(id=other, title=title)

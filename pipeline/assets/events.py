@@ -79,7 +79,8 @@ def asset_reference_prices(context: dg.AssetExecutionContext, warehouse: Warehou
     for line in warnings:
         context.log.warning(f"reference prices: {line}")
     return dg.MaterializeResult(
-        metadata={"fetched": written, "rows": total, "day": now.date().isoformat(), **metadata,
+        # fetched: prices the source answered; stored: new (ticker, day) rows (a day's first price stays)
+        metadata={"fetched": len(fetched), "stored": written, "rows": total, "day": now.date().isoformat(), **metadata,
                   "warning": "; ".join(warnings)}
     )
 
