@@ -606,41 +606,52 @@ class SnapshotReader:
             }
         return page
 
-    def _standing(self, lo: int, hi: int, n: int, backwards: bool, c: _Collapse) -> list[tuple[int, str]]:
-        """(pos, id) of up to ``n`` rows of ``[lo, hi)`` in reading order that pass the filters and stand for their
-        story: no earlier article of it passes them. Taken in chunks, each checked with one grouped query over the
-        chunk's stories only, so a page reads what it lists (an anti-join over every passing row read them all)."""
-        out: list[tuple[int, str]] = []
-        chunk = max(4 * n, 64)
+    def _standing(self, lo: int, hi: int, n: int, backwards: bool, c: _Collapse,
+                  columns: str = "pos, id, story_id, story_first_seen, published_at AS date") -> list[dict[str, Any]]:
+        """Up to ``n`` rows (``columns``, which must name pos, id, story_id, story_first_seen and date) of ``[lo, hi)``
+        in reading order that pass the filters and stand for their story: no earlier article of it passes them.
+        Taken in chunks, each checked with one grouped query over the chunk's stories only, bounded in time by their
+        first reports, so a page reads about what it lists (an anti-join read every passing row)."""
+        out: list[dict[str, Any]] = []
+        chunk = n + n // 2 + 8  # most passing rows stand for their story
         while lo < hi and len(out) < n:
-            rows, _ = self._fetch("news", "pos, story_id, id, story_first_seen, published_at", [], lo, hi, chunk,
-                                  backwards, c.where, c.params)
-            if not rows:
+            fetched, names = self._fetch("news", columns, [], lo, hi, chunk, backwards, c.where, c.params)
+            if not fetched:
                 break
-            grouped = [r for r in rows if r[1] is not None and r[3] is not None]
+            rows = [dict(zip(names, r, strict=True)) for r in fetched]
+            grouped = [r for r in rows if r["story_id"] is not None and r["story_first_seen"] is not None]
             first: dict[str, str] = {}
-            if grouped:  # only the time from the stories' first reports to the chunk's newest row is read
+            if grouped:
+                since, until = min(r["story_first_seen"] for r in grouped), max(r["date"] for r in grouped)
                 first = dict(self.con.execute(
-                    f"SELECT o.story_id, first(o.id ORDER BY o.published_at, o.id) FROM news o "
+                    f"SELECT o.story_id, first(o.id ORDER BY o.published_at, o.id) FROM {self._news_between(since, until)} o "
                     f"WHERE o.published_at >= ? AND o.published_at <= ? AND o.story_id IN (SELECT unnest(?)) "
                     f"AND {c.older} GROUP BY o.story_id",
-                    [min(r[3] for r in grouped), max(r[4] for r in grouped), sorted({r[1] for r in grouped}),
-                     *c.older_params],
+                    [since, until, sorted({r["story_id"] for r in grouped}), *c.older_params],
                 ).fetchall())
-            for pos, story, aid, story_first_seen, _ in rows:
-                if story_first_seen is None:  # not grouped (or an older snapshot): it stands for itself
-                    story = None
-                if story is None or first.get(story) == aid:
-                    out.append((pos, aid))
+            for row in rows:  # a row in no story (or in an older snapshot) stands for itself
+                if row["story_first_seen"] is None or row["story_id"] is None or first.get(row["story_id"]) == row["id"]:
+                    out.append(row)
                     if len(out) == n:
                         break
-            if len(rows) < chunk:
+            if len(fetched) < chunk:
                 break
             if backwards:
-                hi = rows[-1][0]
+                hi = rows[-1]["pos"]
             else:
-                lo = rows[-1][0] + 1
+                lo = rows[-1]["pos"] + 1
         return out
+
+    def _news_between(self, since: datetime, until: datetime) -> str:
+        """``news``, or in a partitioned snapshot the union of only the parts holding times in [since, until]."""
+        segments = self._segments("news")
+        if segments is None:
+            return "news"
+        lo, hi = _below(since), _below(until, _HIGH)
+        rels = [seg.rel for seg in segments if seg.newest >= lo and seg.oldest <= hi]
+        if not rels:
+            return "(SELECT * FROM news LIMIT 0)"
+        return "(" + " UNION ALL ".join(f"SELECT * FROM {rel}" for rel in rels) + ")"
 
     def _collapse_page(
         self, req: PageRequest, lo_w: int, hi_w: int, flo: int, fhi: int, c: _Collapse, need_next: bool,
@@ -651,16 +662,11 @@ class SnapshotReader:
             raise ValueError("first and last together")
         backwards = req.last is not None
         n = req.last if backwards else (req.first if req.first is not None else 10)
-        found = self._standing(lo_w, hi_w, n + 1, backwards, c)
-        more = len(found) > n
-        found = found[:n]
-        rows: list[dict[str, Any]] = []
-        if found:
-            positions = [p for p, _ in found]
-            fetched, names = self._fetch("news", self._news_columns, [], min(positions), max(positions) + 1,
-                                         len(found), False, "r.id IN (SELECT unnest(?))", [[a for _, a in found]])
-            rows = [dict(zip(names, r, strict=True)) for r in fetched]  # oldest last: the serving order
+        rows = self._standing(lo_w, hi_w, n + 1, backwards, c, self._news_columns)
+        more = len(rows) > n
+        rows = rows[:n]
         if backwards:
+            rows.reverse()  # the serving order
             has_previous: bool | None = more
             has_next = (bool(self._standing(hi_w, fhi, 1, False, c)) if need_next and req.before is not None
                         else (False if req.before is None else None))
