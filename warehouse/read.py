@@ -344,7 +344,7 @@ class SnapshotReader:
         self.layout = layout
         if layout is not None:  # a set's parts: every column but the change times, which came with format 3
             self._withdrawn = "withdrawn_reason"
-            self._updated = "updated_at" if has_column(con, "events", "updated_at") else None
+            self._updated = self._events_updated_at(con)
             self._event_columns = f'{EVENT_COLUMNS}, withdrawn_reason AS "withdrawnReason", {self._change_columns()}'
             self._news_columns = (NEWS_COLUMNS + ', ticker_sentiments AS "tickerSentiments"' + NEWS_STORY_COLUMNS
                                   + DATE_INFERRED)
@@ -354,7 +354,7 @@ class SnapshotReader:
         # Snapshots published before events could be withdrawn have no such column: none of theirs is.
         self._withdrawn = "withdrawn_reason" if has_column(con, "events", "withdrawn_reason") else "NULL::VARCHAR"
         # ... nor, before format 3 of sets (2026-11-26), the times of an event's last change and withdrawal.
-        self._updated = "updated_at" if has_column(con, "events", "updated_at") else None
+        self._updated = self._events_updated_at(con)
         self._event_columns = f'{EVENT_COLUMNS}, {self._withdrawn} AS "withdrawnReason", {self._change_columns()}'
         # ... and those published before tickers had their own sentiment have no ticker_sentiments.
         self._news_columns = NEWS_COLUMNS + (', ticker_sentiments AS "tickerSentiments"'
@@ -747,6 +747,13 @@ class SnapshotReader:
             for r in page.rows
         ]
         return Page(rows, page.has_next, page.has_previous, page.positions)
+
+    def _events_updated_at(self, con: duckdb.DuckDBPyConnection) -> str | None:
+        """``updated_at`` when the snapshot's events have it; asked once per snapshot (a reader is made per request,
+        and the catalog query costs milliseconds over a set's attached parts)."""
+        if "events_updated_at" not in self.facts:
+            self.facts["events_updated_at"] = has_column(con, "events", "updated_at")
+        return "updated_at" if self.facts["events_updated_at"] else None
 
     def _change_columns(self) -> str:
         if self._updated is None:  # an older snapshot: its events' change times are unknown
