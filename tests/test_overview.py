@@ -16,7 +16,6 @@ from typing import Any
 import duckdb
 import httpx
 import pytest
-from playwright.sync_api import sync_playwright
 from starlette.applications import Starlette
 
 import api.metrics
@@ -29,10 +28,6 @@ from warehouse.config import Settings
 from warehouse.db import connect
 from warehouse.publish import publish_snapshot
 
-CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run",
-]
 NEWEST = datetime(2024, 12, 3, 18, 0)
 EVIL_SOURCE = "<b>Evil</b> & Co"
 EVIL_TITLE = "<script>alert(1)</script><img src=x onerror=alert(2)> Will BTC top $1?"
@@ -83,16 +78,6 @@ def server(tmp_path_factory: pytest.TempPathFactory, data: Data) -> Iterator[Api
     with ApiServer(app) as srv:
         srv.app = app  # type: ignore[attr-defined]
         yield srv
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS, headless=True)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 # --------------------------------------------------------------------------------------------- expectations

@@ -13,13 +13,11 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import sync_playwright
 
 from api.access import StaticKeys
 from api.app import create_app
 from tests.support.apiserver import ApiServer
 from tests.support.newsdata import Data, build, make_events
-from tests.test_overview import CHROMIUM_ARGS
 from warehouse.config import Settings
 
 REASON = "$300 is not a plausible SOL level below: the question was refused by a price check"
@@ -55,16 +53,6 @@ def server(tmp_path_factory: pytest.TempPathFactory, events: list[dict[str, Any]
     build(home, Data([], events))
     with ApiServer(create_app(Settings(home=home, pdf_prewarm=False), access=StaticKeys(["k"]))) as srv:
         yield srv
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS, headless=True)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 def test_withdrawn_events_are_not_shown_as_open_or_closed(server: ApiServer, browser: Any,

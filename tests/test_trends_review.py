@@ -12,7 +12,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from typer.testing import CliRunner
 
@@ -21,12 +20,11 @@ from api.app import create_app
 from pipeline.cli import app as cli
 from tests.support.apiserver import ApiServer
 from tests.support.newsdata import Data, build
-from tests.test_sentiment_trends import ANCHOR, SENTIMENT, TRENDING, trending_articles
+from tests.test_sentiment_trends import ANCHOR, KEY, SENTIMENT, TRENDING, gql, ok, trending_articles
 from warehouse.config import Settings, get_settings
 from warehouse.parts import connect_snapshot
 from warehouse.publish import current_snapshot
 
-KEY = "k"
 runner = CliRunner()
 # What trendingTickers(window: DAY) answers on trending_articles() (tests/test_sentiment_trends.py).
 DAY_ITEMS = [("SOL", 5, 5.0), ("XRP", 4, 1.4491), ("BTC", 3, 1.0)]
@@ -63,16 +61,6 @@ def cli_home(home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     get_settings.cache_clear()
     yield home
     get_settings.cache_clear()
-
-
-def gql(srv: ApiServer, query: str, variables: dict[str, Any] | None = None) -> httpx.Response:
-    return httpx.post(srv.url(f"/crypto-news/{KEY}"), json={"query": query, "variables": variables or {}}, timeout=30)
-
-
-def ok(srv: ApiServer, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
-    r = gql(srv, query, variables)
-    assert r.status_code == 200 and "errors" not in r.json(), r.text
-    return r.json()["data"]
 
 
 def plot(*args: str) -> tuple[int, str]:
