@@ -252,6 +252,16 @@ DATE_INFERRED = ', date_inferred AS "dateInferred"'
 # Timestamps are formatted in Python, once per page: measured cheaper than strftime() in the query.
 
 
+def snapshot_fact(facts: dict[str, Any] | None, key: str, compute: Callable[[], Any]) -> Any:
+    """``compute()``, kept in ``facts`` when given: a snapshot never changes, so what its schema holds and its
+    newest article are asked once per snapshot, not per request (a scan of every part at 1M articles)."""
+    if facts is None:
+        return compute()
+    if key not in facts:
+        facts[key] = compute()
+    return facts[key]
+
+
 def has_column(con: duckdb.DuckDBPyConnection, table: str, column: str) -> bool:
     """Whether the open database's ``table`` has ``column`` (older snapshots lack the newer ones)."""
     return bool(con.execute(
@@ -335,7 +345,7 @@ class SnapshotReader:
     ) -> None:
         self.con = con
         self.tag = tag
-        self.facts = {} if facts is None else facts  # what never changes in a snapshot, asked once (trends._fact)
+        self.facts = {} if facts is None else facts  # what never changes in a snapshot, asked once (snapshot_fact)
         self.counts = {"news": articles, "events": events}
         self.cache = cache or PageCache(0)
         self.cache_only = False  # when set, a page that is not cached raises CacheMiss instead of querying
@@ -751,9 +761,8 @@ class SnapshotReader:
     def _events_updated_at(self, con: duckdb.DuckDBPyConnection) -> str | None:
         """``updated_at`` when the snapshot's events have it; asked once per snapshot (a reader is made per request,
         and the catalog query costs milliseconds over a set's attached parts)."""
-        if "events_updated_at" not in self.facts:
-            self.facts["events_updated_at"] = has_column(con, "events", "updated_at")
-        return "updated_at" if self.facts["events_updated_at"] else None
+        has = snapshot_fact(self.facts, "events_updated_at", lambda: has_column(con, "events", "updated_at"))
+        return "updated_at" if has else None
 
     def _change_columns(self) -> str:
         if self._updated is None:  # an older snapshot: its events' change times are unknown

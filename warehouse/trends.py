@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 import duckdb
 
-from warehouse.read import Instant, has_column, iso_ms
+from warehouse.read import Instant, has_column, iso_ms, snapshot_fact
 
 INTERVALS = {"HOUR": timedelta(hours=1), "DAY": timedelta(days=1), "WEEK": timedelta(weeks=1)}
 MAX_BUCKETS = {"HOUR": 24 * 31, "DAY": 732, "WEEK": 262}  # 31 days of hours, 2 years of days, 5 years of weeks
@@ -188,21 +187,11 @@ def newest_dated(con: duckdb.DuckDBPyConnection, now: datetime | None = None) ->
 
 def known_ticker(con: duckdb.DuckDBPyConnection, ticker: str, facts: dict[str, Any] | None = None) -> bool:
     """Whether the snapshot lists ``ticker`` (``filter_values``, what the `tickers` field lists: every ticker of
-    any article, dated or not, or event). ``facts``: the snapshot's memo (see ``_fact``)."""
-    known = _fact(facts, "tickers", lambda: frozenset(
+    any article, dated or not, or event). ``facts``: the snapshot's memo (see ``snapshot_fact``)."""
+    known = snapshot_fact(facts, "tickers", lambda: frozenset(
         str(v).upper() for (v,) in con.execute("SELECT value FROM filter_values WHERE kind = 'tickers'").fetchall()
     ))
     return ticker.strip().upper() in known
-
-
-def _fact(facts: dict[str, Any] | None, key: str, compute: Callable[[], Any]) -> Any:
-    """``compute()``, kept in ``facts`` when given: a snapshot never changes, so what its schema holds and its
-    newest article are asked once per snapshot, not per request (a scan of every part at 1M articles)."""
-    if facts is None:
-        return compute()
-    if key not in facts:
-        facts[key] = compute()
-    return facts[key]
 
 
 def _bucket(start: datetime, step: timedelta, articles: int, pos: int, neu: int, neg: int, scored: int,
@@ -216,16 +205,17 @@ def _bucket(start: datetime, step: timedelta, articles: int, pos: int, neu: int,
 def sentiment_series(con: duckdb.DuckDBPyConnection, req: SentimentRequest,
                      facts: dict[str, Any] | None = None) -> dict[str, Any]:
     """``{ticker, interval, since, until, buckets}`` for one ticker; raises RangeError for a range too wide.
-    ``facts``: the snapshot's memo (see ``_fact``)."""
+    ``facts``: the snapshot's memo (see ``snapshot_fact``)."""
     ticker = req.ticker.strip().upper()
-    anchor = _fact(facts, "newest_dated", lambda: newest_dated(con))
+    anchor = snapshot_fact(facts, "newest_dated", lambda: newest_dated(con))
     found = resolve_range(req, anchor)
     out: dict[str, Any] = {"ticker": ticker, "interval": req.interval, "since": None, "until": None, "buckets": []}
     if found is None:
         return out
     start, end = found
     out["since"], out["until"] = iso_ms(start), iso_ms(end)
-    if not _fact(facts, "has_sentiment", lambda: has_table(con, "sentiment")):  # published before the series existed
+    # a snapshot published before the series existed has none
+    if not snapshot_fact(facts, "has_sentiment", lambda: has_table(con, "sentiment")):
         return out
     grain = "hour" if req.interval == "HOUR" else "day"
     rows = con.execute(
@@ -253,18 +243,18 @@ def sentiment_series(con: duckdb.DuckDBPyConnection, req: SentimentRequest,
 def trending(con: duckdb.DuckDBPyConnection, kind: str, window: str, first: int,
              facts: dict[str, Any] | None = None) -> dict[str, Any]:
     """The ``first`` tickers (``kind`` = tickers) or topics standing out in the latest window. ``facts``: the
-    snapshot's memo (see ``_fact``): the ranking depends on nothing but the snapshot, so it is computed once per
+    snapshot's memo (see ``snapshot_fact``): the ranking depends on nothing but the snapshot, so it is computed once per
     snapshot, kind and window (a scan of a week of news) and each request takes its ``first``."""
     if kind not in ("tickers", "topics"):
         raise ValueError(f"kind must be tickers or topics, not {kind!r}")
-    ranked = _fact(facts, f"trending:{kind}:{window}", lambda: _ranking(con, kind, window, facts))
+    ranked = snapshot_fact(facts, f"trending:{kind}:{window}", lambda: _ranking(con, kind, window, facts))
     return {**ranked, "items": ranked["items"][:first]}
 
 
 def _ranking(con: duckdb.DuckDBPyConnection, kind: str, window: str, facts: dict[str, Any] | None) -> dict[str, Any]:
     step = WINDOWS[window]
     windows = BASELINE // step
-    anchor = _fact(facts, "newest_dated", lambda: newest_dated(con))
+    anchor = snapshot_fact(facts, "newest_dated", lambda: newest_dated(con))
     out: dict[str, Any] = {
         "window": window, "windowStart": None, "windowEnd": None, "baselineStart": None,
         "baselineWindows": windows, "minCount": MIN_COUNT, "items": [],
@@ -273,7 +263,7 @@ def _ranking(con: duckdb.DuckDBPyConnection, kind: str, window: str, facts: dict
         return out
     out["windowStart"], out["windowEnd"] = iso_ms(anchor - step), iso_ms(anchor)
     out["baselineStart"] = iso_ms(anchor - step * (windows + 1))
-    told_apart = _fact(facts, "news_date_inferred", lambda: has_column(con, "news", "date_inferred"))
+    told_apart = snapshot_fact(facts, "news_date_inferred", lambda: has_column(con, "news", "date_inferred"))
     dated = "AND NOT date_inferred" if told_apart else ""
     # k = 0 is the latest window (anchor - step, anchor]; k = 1 .. windows the baseline, newest first.
     rows = con.execute(
