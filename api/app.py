@@ -28,7 +28,7 @@ COMPONENTS = (news, pdf, usage, overview, metrics)
 # The router's own refusals (no such path, a method the route does not take) in the API's JSON error shape.
 _ROUTER_ERRORS = {
     404: ("NOT_FOUND", "no such endpoint: see / for the API's endpoints (/crypto-news/{accessKey}, "
-                       "/api/html-to-pdf/{accessKey}, /api/usage/{accessKey})"),
+                       "/prediction-events/{accessKey}, /api/html-to-pdf/{accessKey}, /api/usage/{accessKey})"),
     405: ("METHOD_NOT_ALLOWED", "this endpoint does not take {method}"),
 }
 _METHOD_ORDER = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")

@@ -45,23 +45,29 @@ DEFAULT_PAGE = 10
 FREE_ROOT_FIELDS = frozenset({"usage", "__typename"})
 
 
-def page_size(field_name: str, args: dict[str, Any]) -> int:
-    """Nodes requested by one connection field; raises a 400 for sizes the API refuses."""
+def page_size(field_name: str, args: dict[str, Any], paged: bool = True) -> int:
+    """Nodes requested by one connection field (or, ``paged`` false, a list with a size but no cursor); raises a
+    400 for sizes the API refuses."""
+    what = "connection" if paged else "list"
     first, last = args.get("first"), args.get("last")
     if first is not None and last is not None:
         raise ApiError(
             400, "BAD_USER_INPUT",
-            f"Passing both `first` and `last` to paginate the `{field_name}` connection is not supported: pass one",
+            f"Passing both `first` and `last` to paginate the `{field_name}` {what} is not supported: pass one",
         )
     for name, value in (("first", first), ("last", last)):
         if value is None:
             continue
         if value > MAX_PAGE:
-            raise ApiError(400, "BAD_USER_INPUT", f"Requesting {value} records exceeds the `{name}` limit of {MAX_PAGE}")
+            cursor = ("after: pageInfo.endCursor" if name == "first" else "before: pageInfo.startCursor")
+            advice = f"ask for at most {MAX_PAGE}" + (f" and page on with `{cursor}`" if paged else "")
+            raise ApiError(
+                400, "BAD_USER_INPUT", f"Requesting {value} records exceeds the `{name}` limit of {MAX_PAGE}: {advice}"
+            )
         if value < 1:  # 0 would return an empty page with hasNextPage true and no cursor: a paging loop never ends
             raise ApiError(
                 400, "BAD_USER_INPUT",
-                f"`{name}` on the `{field_name}` connection must be from 1 to {MAX_PAGE} (got {value}); "
+                f"`{name}` on the `{field_name}` {what} must be from 1 to {MAX_PAGE} (got {value}); "
                 f"omit it for the default of {DEFAULT_PAGE}",
             )
     if first is not None:
@@ -100,7 +106,8 @@ def _walk(
             total += multiplier * max_buckets(sentiment_request(get_argument_values(field, sel, variables)))
             continue
         if "first" in field.args or "last" in field.args:
-            nodes_requested = multiplier * page_size(name, get_argument_values(field, sel, variables))
+            paged = "after" in field.args or "before" in field.args
+            nodes_requested = multiplier * page_size(name, get_argument_values(field, sel, variables), paged)
             total += nodes_requested
             inner = nodes_requested
         else:

@@ -52,9 +52,13 @@ def _parse_datetime(value: Any) -> Instant:
 
 
 def _parse_datetime_literal(node: ValueNode, _variables: Any = None) -> Instant:
+    # The node makes the error carry the value's location in the query (which argument it is).
     if not isinstance(node, StringValueNode):
-        raise GraphQLError("DateTime must be an ISO 8601 date or timestamp string, e.g. \"2024-12-01\"")
-    return _parse_datetime(node.value)
+        raise GraphQLError("DateTime must be an ISO 8601 date or timestamp string, e.g. \"2024-12-01\"", node)
+    try:
+        return _parse_datetime(node.value)
+    except GraphQLError as exc:
+        raise GraphQLError(exc.message, node) from None
 
 
 DateTime = GraphQLScalarType(
@@ -210,7 +214,8 @@ PredictionEvent = GraphQLObjectType(
         "status": GraphQLField(_nn(EventStatus)),
         "withdrawnReason": GraphQLField(GraphQLString, description="Why the event is withdrawn; null otherwise."),
         "updatedAt": GraphQLField(DateTime, description="When the event last changed (its text or source, withdrawn "
-                                  "or restored); null in snapshots published before it was kept."),
+                                  "or restored); equal to `createdAt` for an event never changed, and never "
+                                  "earlier; null in snapshots published before it was kept."),
         "withdrawnAt": GraphQLField(DateTime, description="When the event was withdrawn; null otherwise."),
     },
     description="A binary prediction event derived from the news.",

@@ -228,6 +228,12 @@ class NewsComponent:
         if not isinstance(payload, dict):
             raise ApiError(400, "BAD_REQUEST", 'the body must be a JSON object: {"query", "variables"?, "operationName"?}')
         query = payload.get("query")
+        extensions = payload.get("extensions")
+        if query is None and isinstance(extensions, dict) and "persistedQuery" in extensions:
+            # Apollo's automatic persisted queries fall back to sending the text on this code.
+            raise ApiError(400, "PERSISTED_QUERY_NOT_SUPPORTED",
+                           "PersistedQueryNotSupported: persisted queries are not kept here; send the query text "
+                           'in "query"')
         if not isinstance(query, str) or not query.strip():
             raise ApiError(400, "BAD_REQUEST", '"query" must be a non-empty string holding a GraphQL document')
         variables = payload.get("variables")

@@ -113,6 +113,14 @@ def test_published_short_query_without_variables(server: ApiServer, data: Data) 
     ]
 
 
+def test_an_empty_filter_list_is_no_filter_as_documented(server: ApiServer, data: Data) -> None:
+    def ids(args: str) -> list[str]:
+        body = post(server, {"query": f"{{ cryptoNews(first: 50{args}) {{ edges {{ node {{ id }} }} }} }}"}).json()
+        return [e["node"]["id"] for e in body["data"]["cryptoNews"]["edges"]]
+
+    assert ids(", tickers: [], topics: [], sources: []") == ids("") == data.news_order()[:50]
+
+
 def test_node_fields_and_filter_lists(server: ApiServer, data: Data) -> None:
     q = """{ cryptoNews(first: 1, tickers: ["eth"]) { edges { node { id title text sentiment sentimentScore
              tickers topics sourceName newsUrl imageUrl date } } }
@@ -137,17 +145,27 @@ def test_node_fields_and_filter_lists(server: ApiServer, data: Data) -> None:
 def test_first_and_last_limits(server: ApiServer) -> None:
     r = post(server, {"query": "{ cryptoNews(first: 101) { edges { cursor } } }"})
     assert r.status_code == 400 and code(r) == "BAD_USER_INPUT"
-    assert r.json()["errors"][0]["message"] == "Requesting 101 records exceeds the `first` limit of 100"
+    assert r.json()["errors"][0]["message"] == (
+        "Requesting 101 records exceeds the `first` limit of 100: ask for at most 100 and page on with "
+        "`after: pageInfo.endCursor`")
     r = post(server, {"query": "query($n: Int) { predictionEvents(last: $n) { edges { cursor } } }",
                       "variables": {"n": 250}})
     assert r.status_code == 400 and r.json()["errors"][0]["message"] == (
-        "Requesting 250 records exceeds the `last` limit of 100")
+        "Requesting 250 records exceeds the `last` limit of 100: ask for at most 100 and page on with "
+        "`before: pageInfo.startCursor`")
     r = post(server, {"query": "{ cryptoNews(first: 2, last: 2) { edges { cursor } } }"})
     assert r.status_code == 400 and code(r) == "BAD_USER_INPUT" and "both" in r.json()["errors"][0]["message"]
     r = post(server, {"query": "{ cryptoNews(first: -1) { edges { cursor } } }"})
     assert r.status_code == 400 and code(r) == "BAD_USER_INPUT"
     assert r.json()["errors"][0]["message"] == (
         "`first` on the `cryptoNews` connection must be from 1 to 100 (got -1); omit it for the default of 10")
+    # trending lists have a size but no cursor: their errors say "list" and do not advise paging
+    r = post(server, {"query": "{ trendingTickers(first: 0) { window } }"})
+    assert r.status_code == 400 and r.json()["errors"][0]["message"] == (
+        "`first` on the `trendingTickers` list must be from 1 to 100 (got 0); omit it for the default of 10")
+    r = post(server, {"query": "{ trendingTopics(first: 101) { window } }"})
+    assert r.status_code == 400 and r.json()["errors"][0]["message"] == (
+        "Requesting 101 records exceeds the `first` limit of 100: ask for at most 100")
     r = post(server, {"query": "{ cryptoNews(first: 100) { edges { cursor } } }"})
     assert r.status_code == 200 and len(r.json()["data"]["cryptoNews"]["edges"]) == 100
     r = post(server, {"query": "{ cryptoNews { edges { cursor } } }"})
@@ -344,6 +362,10 @@ def test_request_errors(server: ApiServer) -> None:
     assert r.status_code == 400 and code(r) == "GRAPHQL_PARSE_FAILED"
     r = post(server, {"query": "mutation { x }"})
     assert r.status_code == 400 and code(r) == "GRAPHQL_VALIDATION_FAILED"
+    # an automatic persisted query (hash only): the code Apollo's link falls back on, sending the text
+    r = post(server, {"extensions": {"persistedQuery": {"version": 1, "sha256Hash": "ab" * 32}}})
+    assert r.status_code == 400 and code(r) == "PERSISTED_QUERY_NOT_SUPPORTED"
+    assert r.json()["errors"][0]["message"].startswith("PersistedQueryNotSupported")
     r = post(server, {"query": "query A { usage { plan } } query B { tickers }"})
     assert r.status_code == 400 and code(r) == "BAD_REQUEST"
     assert post(server, {"query": "query A { usage { plan } } query B { tickers }", "operationName": "B"}).json()[
@@ -353,6 +375,7 @@ def test_request_errors(server: ApiServer) -> None:
     assert r.status_code == 400 and code(r) == "BAD_USER_INPUT"
     r = post(server, {"query": '{ cryptoNews(since: "yesterday") { edges { cursor } } }'})
     assert r.status_code == 400 and code(r) == "GRAPHQL_VALIDATION_FAILED"
+    assert r.json()["errors"][0]["locations"] == [{"line": 1, "column": 21}]  # where the bad value is
     r = httpx.put(url, json={"query": "{ usage { plan } }"})
     assert r.status_code == 405 and code(r) == "METHOD_NOT_ALLOWED"
     r = httpx.get(url, headers={"accept": "application/json"})

@@ -107,6 +107,8 @@ REFUSED = [
     "WITH d AS (DELETE FROM {sentiment} RETURNING *) SELECT count(*) FROM d",
     "SET TimeZone = 'America/New_York'",
     "PRAGMA table_info('{news}')",
+    "INSTALL json",  # DuckDB types it LOAD: the refusal names both
+    "UPDATE EXTENSIONS",  # a statement type the Python API has no name for: refused, not a traceback
 ]
 READ = [
     "SELECT count(*) FROM {news}",

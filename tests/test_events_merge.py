@@ -90,6 +90,8 @@ def test_created_at_unique_ordered_by_publication_and_whole_milliseconds(warehou
     assert all(b - a == timedelta(milliseconds=1) for a, b in zip(stamps, stamps[1:], strict=False))
     assert all(s.microsecond % 1000 == 0 for s in stamps)
     assert iso_ms(stamps[0]) == "2026-11-21T12:00:00.123Z"
+    # a new event's updatedAt is its createdAt: it is not dated before the event existed (createdAt runs ahead)
+    assert con.execute("SELECT count(*) FROM prediction_events WHERE updated_at <> created_at").fetchall() == [(0,)]
 
 
 def test_later_runs_get_later_created_at_even_if_the_clock_goes_back(warehouse: Path) -> None:
@@ -101,6 +103,9 @@ def test_later_runs_get_later_created_at_even_if_the_clock_goes_back(warehouse: 
     new = con.execute("SELECT min(created_at) FROM prediction_events WHERE source_article_id IN ('a4', 'a5')")
     assert new.fetchall()[0][0] == latest + timedelta(milliseconds=1)
     assert run_checks(con)["created_at_unique"] == 0
+    # a change stamped by a clock behind created_at is dated at created_at, never before it
+    merge_events(con, [], NOW - timedelta(days=2), complete=True)  # withdraws every event
+    assert con.execute("SELECT count(*) FROM prediction_events WHERE updated_at < created_at").fetchall() == [(0,)]
 
 
 def test_edited_source_article_keeps_id_and_created_at(warehouse: Path) -> None:

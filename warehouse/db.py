@@ -65,8 +65,8 @@ def _locked(path: Path, read_only: bool, exc: duckdb.IOException, waited: float)
     else:
         advice = ("DuckDB lets no process write while another has the file open, even read-only; close that "
                   "connection (a notebook, the duckdb CLI), then retry. To query while the pipeline runs, read the "
-                  "latest serving snapshot instead (`cryptowire sql --snapshot ...`, or the file "
-                  "snapshots/CURRENT names)")
+                  "latest serving snapshot instead (`cryptowire sql --snapshot ...`, or in Python "
+                  "`warehouse.parts.connect_snapshot(path)` with the manifest snapshots/CURRENT names)")
     return WarehouseLocked(f"the warehouse {path} is held by {holder} (waited {waited:.0f} s): {advice}")
 
 

@@ -197,6 +197,8 @@ def merge_events(
                 f"UPDATE prediction_events SET status = {_STATUS} WHERE status IS DISTINCT FROM ({_STATUS})",
                 {"now": now},
             )
+            # created_at runs ahead of the clock to stay unique: a change is never dated before the event existed
+            con.execute("UPDATE prediction_events SET updated_at = created_at WHERE updated_at < created_at")
             sources_added = _one(
                 con,
                 f"SELECT count(*) FROM (SELECT DISTINCT event_id, article_id FROM {sources_name}) s "

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 # Statement types that only read. SELECT covers WITH ... SELECT, FROM ..., VALUES, TABLE, DESCRIBE, SHOW, SUMMARIZE.
 READS = ("SELECT", "EXPLAIN")
+NAMES = {"LOAD": "LOAD or INSTALL"}  # DuckDB types INSTALL as LOAD
 INSTEAD = {
     "PRAGMA": "call it as a table function in a SELECT, e.g. SELECT * FROM pragma_table_info('news')",
     "CALL": "call it as a table function in a SELECT, e.g. SELECT * FROM pragma_version()",
@@ -35,7 +36,10 @@ def refusal(query: str) -> str | None:
     import duckdb
 
     statement = duckdb.extract_statements(query)[0]
-    kind = statement.type.name
+    try:
+        kind = statement.type.name
+    except ValueError:  # a statement type this DuckDB's Python API has no name for (UPDATE EXTENSIONS): not a read
+        return read_only_refusal("statements of this kind")
     if kind == "EXPLAIN":  # EXPLAIN ANALYZE runs the statement it explains: that one must read too
         explained = re.sub(r"(?is)^EXPLAIN\s*(\([^)]*\))?\s*(ANALY[SZ]E\b)?", "", statement.query)
         try:
@@ -44,7 +48,7 @@ def refusal(query: str) -> str | None:
             inner = []
         if inner != ["SELECT"]:
             return read_only_refusal("EXPLAIN of anything but a SELECT")
-    return None if kind in READS else read_only_refusal(f"{kind} statements", kind)
+    return None if kind in READS else read_only_refusal(f"{NAMES.get(kind, kind)} statements", kind)
 
 
 def _target(snapshot: bool) -> Path:

@@ -7,7 +7,7 @@
   part's filter values (sources, topics, tickers), and its warehouse rows' count and time sum per table, so a
   publish never opens reused parts.
 - the head part also holds the set-wide tables: ``filter_values`` (the union of every part's values) and
-  ``snapshot_info`` (tag, creation time, ``format`` = 2, total articles and events).
+  ``snapshot_info`` (tag, creation time, ``format`` = 3, total articles and events).
 """
 
 from __future__ import annotations
