@@ -198,12 +198,12 @@ def run_backfill(
                             outcome.applied, outcome.stale = merged.applied, merged.stale
                             finish_partition(part, merged)
                             outcome.status = "merged"
-                        elif (marker := part.input_path.with_name(f"merged-{part.input_id}.json")).exists():
+                        elif (merged_file := part.input_path.with_name(f"merged-{part.input_id}.json")).exists():
                             # merged by another run of the same work, if the warehouse shows it
                             left = _unscored(con, part, model_version, tagger_version)
                             outcome.status = "failed" if left else "merged"
                             if left:
-                                outcome.error = (f"{marker.name} says merged but {left} of its articles are still "
+                                outcome.error = (f"{merged_file.name} says merged but {left} of its articles are still "
                                                  "unscored; run the same backfill again")
                                 say(f"partition {part.day} failed: {outcome.error}")
                         else:

@@ -149,6 +149,47 @@ main()
 
 
 @pytest.mark.slow
+def test_a_day_merged_elsewhere_does_not_break_the_wait_for_the_others(
+        tmp_path: Path, redis_url_server: str, sentiment_cache: Path) -> None:
+    """Two days, the first with a merged marker (another run's): while the backfill waits for the second, its Redis
+    checks must go on working (a variable of the marker branch once shadowed the Redis key: a false "unreachable")."""
+    home = tmp_path / "home"
+    con = db.connect(home / "warehouse.duckdb")
+    insert_raw(con, generate([DAY, date(2026, 3, 3)], PER_DAY, seed=9))
+    con.close()
+    shutil.copytree(sentiment_cache, home / "models", dirs_exist_ok=True)
+    env = _env(home, redis_url_server)
+    script = f"""
+import sys
+from pathlib import Path
+import pipeline.backfill, pipeline.workers
+from pipeline.cli import main
+pipeline.backfill.REDIS_RETRY_SECONDS = 3.0  # the false alarm, if any, comes within the second day's hold
+queue = pipeline.workers.queue
+def queue_with_one_stale_marker(inputs):
+    first = sorted(inputs)[0]
+    path = Path({str(home / "partitions")!r}) / first
+    path.with_name(path.name.replace("input-", "merged-").replace(".parquet", ".json")).write_text("{{}}")
+    return queue(inputs)
+pipeline.workers.queue = queue_with_one_stale_marker
+sys.argv = ["cryptowire", "backfill", "--since", "2026-03-02", "--until", "2026-03-03", "--timeout", "120", "--json"]
+main()
+"""
+    log = tmp_path / "worker.log"
+    worker = start_worker({**env, "CRYPTOWIRE_TEST_PARTITION_HOLD": "6"}, log)
+    try:
+        wait_ready(worker, log)
+        out = subprocess.run([sys.executable, "-c", script], env=env, cwd=PROJECT, capture_output=True, text=True,
+                             timeout=300)
+    finally:
+        stop(worker)
+    assert "unreachable" not in out.stderr + out.stdout, out
+    parts = sorted(json.loads(out.stdout)["partitions"], key=lambda p: p["day"])
+    assert [p["status"] for p in parts] == ["failed", "merged"], parts
+    assert scored(home) == PER_DAY
+
+
+@pytest.mark.slow
 def test_a_backfill_survives_a_redis_restart_while_it_waits(tmp_path: Path, redis_port, sentiment_cache: Path) -> None:
     port, workdir, procs = redis_port
     home = home_with_articles(tmp_path, sentiment_cache)
