@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from accounts.access import KEY_CACHE_SECONDS, MeteredAccess
     from accounts.apis import APIS, USAGE_API, Caller, Charge
     from accounts.plans import Plan, PlansError, load_plans
-    from accounts.sqlite import PlatformStore, SqliteStore
+    from accounts.sqlite import SqliteStore
     from accounts.store import (
         KeyNotFound,
         Store,
@@ -48,14 +48,14 @@ _EXPORTS = {
     "KEY_CACHE_SECONDS": "accounts.access", "MeteredAccess": "accounts.access",
     "APIS": "accounts.apis", "USAGE_API": "accounts.apis", "Caller": "accounts.apis", "Charge": "accounts.apis",
     "Plan": "accounts.plans", "PlansError": "accounts.plans", "load_plans": "accounts.plans",
-    "PlatformStore": "accounts.sqlite", "SqliteStore": "accounts.sqlite",
+    "SqliteStore": "accounts.sqlite",
     "KeyNotFound": "accounts.store", "Store": "accounts.store", "StoreConfigError": "accounts.store",
     "StoreUnavailable": "accounts.store", "open_store": "accounts.store", "open_synced_store": "accounts.store",
 }
 
 __all__ = [
     "APIS", "KEY_CACHE_SECONDS", "USAGE_API", "Caller", "Charge", "KeyNotFound", "MeteredAccess", "Plan",
-    "PlansError", "PlatformStore", "SqliteStore", "Store", "StoreConfigError", "StoreUnavailable", "build_access",
+    "PlansError", "SqliteStore", "Store", "StoreConfigError", "StoreUnavailable", "build_access",
     "load_plans", "open_store", "open_synced_store",
 ]
 

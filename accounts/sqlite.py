@@ -103,7 +103,7 @@ _VERSION_TABLE = (
 
 BUSY_TIMEOUT = 10.0  # seconds a call waits for another process's write lock
 
-__all__ = ["KeyNotFound", "LATEST_VERSION", "PlatformStore", "SqliteStore"]
+__all__ = ["KeyNotFound", "LATEST_VERSION", "SqliteStore"]
 
 
 class SqliteStore:
@@ -318,4 +318,3 @@ class SqliteStore:
         return common.usage_by_day(rows)
 
 
-PlatformStore = SqliteStore  # the name it had in api.metering.store

@@ -44,7 +44,6 @@ def _fix(field: str) -> str:
 
 def settings_errors(exc: ValueError) -> list[str]:
     """One line per bad ``CRYPTOWIRE_*`` setting: the variable and its value, what is wrong, what to do."""
-    import os
     import re
 
     from pydantic import ValidationError
@@ -61,7 +60,9 @@ def settings_errors(exc: ValueError) -> list[str]:
     found = re.search(r'field "(\w+)"', str(exc))
     if found is None:
         return [f"{exc}; fix the CRYPTOWIRE_* variable in the environment or .env"]
-    value = os.environ.get(f"CRYPTOWIRE_{found[1].upper()}")
+    from warehouse.config import raw_setting
+
+    value = raw_setting(f"CRYPTOWIRE_{found[1].upper()}")  # from the environment or .env, as the settings read it
     example = """'["example.com"]'"""
     return [f"{_setting(found[1], value)}: not a JSON list ({exc.__cause__}); write it as {example} or unset it"]
 

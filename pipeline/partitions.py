@@ -37,8 +37,6 @@ import polars as pl
 
 from warehouse.db import transaction, utcnow
 
-PARTITIONS_DIR = "partitions"
-
 TICKER_ROW = pl.Struct({"ticker": pl.String, "salience": pl.Float64, "in_title": pl.Boolean,
                         "sentiment": pl.String, "sentiment_score": pl.Float64})
 RESULT_SCHEMA = {
@@ -62,10 +60,6 @@ class Partition:
     @property
     def result_path(self) -> Path:
         return result_path_for(self.input_path)
-
-
-def partitions_root(home: Path) -> Path:
-    return home / PARTITIONS_DIR
 
 
 def result_path_for(input_path: Path) -> Path:

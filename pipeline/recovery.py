@@ -24,6 +24,7 @@ and pending claims of every run that is no longer in progress. It runs before ea
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import socket
@@ -40,6 +41,8 @@ TAG_HEARTBEAT = "cryptowire/heartbeat"
 TAG_STEP_PID = "cryptowire/step_pid"  # the latest step's own process, when it runs in a child (claim_run)
 TAG_STEP_PID_START = "cryptowire/step_pid_start"
 TAG_TOKEN = "cryptowire/token"  # finds the run a process started before its run id is known
+log = logging.getLogger(__name__)
+
 HEARTBEAT_SECONDS = 15.0
 HEARTBEAT_TIMEOUT = 120.0  # a run on another host is taken for dead when its heartbeat is older than this
 
@@ -227,6 +230,7 @@ def heartbeat(instance: Any, token: str, stop: Any) -> None:
     from dagster import RunsFilter
 
     run_id = None
+    missed = 0
     while not stop.wait(HEARTBEAT_SECONDS):
         try:
             if run_id is None:
@@ -234,5 +238,9 @@ def heartbeat(instance: Any, token: str, stop: Any) -> None:
                 run_id = found[0] if found else None
             if run_id is not None:
                 instance.add_run_tags(run_id, {TAG_HEARTBEAT: _now_iso()})
-        except Exception:  # a missed beat is retried at the next one; the run itself must not fail for it
-            continue
+            missed = 0
+        except Exception:  # retried at the next beat; the run itself must not fail for it, but say why it may
+            missed += 1   # be taken for dead (another process marks a run dead when its beats stop)
+            if missed == 1 or missed % 10 == 0:
+                log.warning("run heartbeat not written (%d in a row); after %.0f s without one other processes "
+                            "treat this run as dead", missed, HEARTBEAT_TIMEOUT, exc_info=True)

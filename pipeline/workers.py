@@ -20,7 +20,6 @@ import os
 import socket
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 from celery import Celery
@@ -181,5 +180,3 @@ def queue(relative_inputs: list[str]) -> list[Any]:
     return [score_partition.apply_async(args=[rel], queue=QUEUE) for rel in relative_inputs]
 
 
-def result_root(settings: Settings) -> Path:
-    return settings.partitions_dir

@@ -125,6 +125,23 @@ def test_the_app_loads_without_torch_dagster_or_matplotlib(tmp_path: Path) -> No
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_the_serve_command_loads_nothing_it_does_not_use(tmp_path: Path) -> None:
+    """The whole `cryptowire serve` path up to uvicorn (settings, key store, Redis check, app), not only the app:
+    without CRYPTOWIRE_REDIS_URL no redis client is loaded either."""
+    code = (
+        "import sys, uvicorn; "
+        "uvicorn.run = lambda app, **kw: print([m for m in ('torch', 'transformers', 'dagster', 'models', "
+        "'matplotlib', 'celery', 'redis', 'polars') if m in sys.modules]); "
+        "from pipeline.cli import main; sys.argv = ['cryptowire', 'serve', '--port', '8765']; main()"
+    )
+    env = {**os.environ, "CRYPTOWIRE_HOME": str(tmp_path / "home")}
+    env.pop("CRYPTOWIRE_REDIS_URL", None)
+    result = subprocess.run([sys.executable, "-c", code], cwd=PROJECT, env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout + result.stderr
+
+
 def test_serve_refuses_a_bad_pdf_allow_entry_in_one_line(tmp_path: Path) -> None:
     env = {**os.environ, "CRYPTOWIRE_HOME": str(tmp_path / "home"), "CRYPTOWIRE_PDF_ALLOW_HOSTS": '["not a host!"]'}
     done = subprocess.run([sys.executable, "-m", "pipeline.cli", "serve", "--port", "1"], env=env,

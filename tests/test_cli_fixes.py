@@ -190,6 +190,16 @@ def test_bad_settings_name_the_variable(
     assert len(lines) == 1 and lines[0].startswith(f"error: {variable}={value!r}: ") and says in lines[0], lines
 
 
+def test_a_bad_setting_in_dotenv_is_named_with_its_value(
+    data_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / ".env").write_text("CRYPTOWIRE_PDF_ALLOW_HOSTS=example.com\n")
+    monkeypatch.chdir(tmp_path)
+    res = runner.invoke(app, ["status"])
+    assert res.exit_code == 2, res.output
+    assert res.stderr.startswith("error: CRYPTOWIRE_PDF_ALLOW_HOSTS='example.com': not a JSON list"), res.stderr
+
+
 def test_an_empty_setting_means_its_default(data_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CRYPTOWIRE_PLANS_FILE", "")  # was read as "." (a directory): a traceback
     monkeypatch.setenv("CRYPTOWIRE_PORT", "")

@@ -219,11 +219,11 @@ def test_a_killed_run_is_recovered_by_the_next(where: str, recovered: dict[str, 
     assert not list(snapshots.glob(f"*{PARTIAL}*")) and not list(snapshots.glob(".CURRENT.*"))
 
     # in this process: the CLI's own start-up would double the time of what follows
-    from accounts import PlatformStore, load_plans
+    from accounts import SqliteStore, load_plans
     from pipeline.jobs import doctor
     from warehouse.config import Settings
 
-    store = PlatformStore(home / "platform.sqlite")
+    store = SqliteStore(home / "platform.sqlite")
     store.sync_plans(load_plans().values())
     _, secret = store.create_key(f"crash-{where}", "pro", ["news", "events"])
     store.close()

@@ -303,3 +303,10 @@ def test_a_withdrawal_names_only_what_its_current_source_asks_now(warehouse: Pat
     merge_events(con, derive_events(step, NAMES), NOW + timedelta(hours=2), complete=True)
     reason = _source(con, eid)[3]
     assert reason and reason.startswith("no article derives this question any more"), reason
+
+
+def test_the_warehouse_check_knows_every_kind_the_derivation_writes() -> None:
+    from pipeline.events.templates import KINDS
+    from warehouse.events import EVENT_KINDS
+
+    assert sorted(KINDS) == sorted(EVENT_KINDS)

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from accounts import PlatformStore
+from accounts import SqliteStore
 from tests.support.metered import DEFAULT_COST, MeteredProcess, metering_settings
 
 WORKERS = 24  # concurrent clients, each with at most one request in flight
@@ -54,7 +54,7 @@ async def _hammer(srv: MeteredProcess, key: str, kill_after: int) -> tuple[int, 
 @pytest.mark.slow
 def test_kill_9_under_load_loses_only_in_flight_and_never_double_charges(tmp_path: Path) -> None:
     settings = metering_settings(tmp_path / "home", {"bulk": (10**12, 100_000)})
-    store = PlatformStore(settings.platform_db)
+    store = SqliteStore(settings.platform_db)
     key_id, key = store.create_key("crash", "bulk", ["news"])
     store.close()
 
@@ -103,7 +103,7 @@ def test_kill_9_under_load_loses_only_in_flight_and_never_double_charges(tmp_pat
 def test_two_processes_on_one_sqlite_file_share_the_allowance_exactly(tmp_path: Path) -> None:
     allowed = 120
     settings = metering_settings(tmp_path / "home", {"tight": (allowed * DEFAULT_COST + 30, 100_000)})
-    store = PlatformStore(settings.platform_db)
+    store = SqliteStore(settings.platform_db)
     key_id, key = store.create_key("two", "tight", ["news"])
     store.close()
     with MeteredProcess(settings) as a, MeteredProcess(settings) as b:
@@ -117,7 +117,7 @@ def test_two_processes_on_one_sqlite_file_share_the_allowance_exactly(tmp_path: 
         responses = asyncio.run(burst())
     assert Counter(r.status_code for r in responses) == {200: allowed, 429: 200 - allowed}
     assert {r.json()["error"]["code"] for r in responses if r.status_code == 429} == {"QUOTA_EXCEEDED"}
-    store = PlatformStore(settings.platform_db)
+    store = SqliteStore(settings.platform_db)
     assert store.used(key_id, today()) == allowed * DEFAULT_COST
     assert store.history(key_id, [today()])[today()]["news"] == (allowed * DEFAULT_COST, allowed)
     store.close()

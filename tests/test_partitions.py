@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from pipeline.enrich import enrich_articles, load_crypto_assets
-from pipeline.partitions import export_partitions, merge_result, partitions_root, score_partition_file
+from pipeline.partitions import export_partitions, merge_result, score_partition_file
 from tests.support.rawgen import generate, insert_raw
 from warehouse import db
+from warehouse.config import Settings
 
 DAYS = [date(2026, 3, d) for d in (1, 2, 3, 4)]
 
@@ -63,7 +64,7 @@ def test_partitioned_equals_in_process_and_merge_is_idempotent(tmp_path: Path, m
     con = db.connect(tmp_path / "w.duckdb")
     load_crypto_assets(con, load_registry())
     insert_raw(con, raw)
-    root = partitions_root(tmp_path)
+    root = Settings(home=tmp_path).partitions_dir
     parts = export_partitions(con, root, model.version, tagger.version, DAYS[0], DAYS[-1])
     assert [p.day for p in parts] == DAYS and all(p.articles == 20 for p in parts)
     # the same work exported again is the same partition (content id), not a new one
@@ -95,12 +96,12 @@ def test_merge_skips_articles_changed_since_export(tmp_path: Path, model, tagger
     raw = generate(DAYS[:1], 5)
     con = db.connect(tmp_path / "w.duckdb")
     insert_raw(con, raw)
-    [part] = export_partitions(con, partitions_root(tmp_path), model.version, tagger.version, DAYS[0], DAYS[0])
+    [part] = export_partitions(con, Settings(home=tmp_path).partitions_dir, model.version, tagger.version, DAYS[0], DAYS[0])
     result = score_partition_file(part.input_path, model, tagger)
     changed = list(raw[0])
     changed[1], changed[4] = "Bitcoin crashes 20% in an hour", "newhash"
     insert_raw(con, [tuple(changed)])
-    export_partitions(con, partitions_root(tmp_path), model.version, tagger.version, DAYS[1], DAYS[1])  # syncs
+    export_partitions(con, Settings(home=tmp_path).partitions_dir, model.version, tagger.version, DAYS[1], DAYS[1])  # syncs
     report = merge_result(con, result)
     assert (report.applied, report.stale) == (4, 1)
     assert con.execute("SELECT model_version FROM articles WHERE id = ?", [raw[0][0]]).fetchall() == [(None,)]
@@ -114,7 +115,7 @@ def test_old_merge_markers_are_pruned_and_recent_ones_kept(tmp_path: Path) -> No
 
     from pipeline.partitions import MARKER_KEEP, prune_markers
 
-    root = partitions_root(tmp_path)
+    root = Settings(home=tmp_path).partitions_dir
     old_day, new_day = root / "2024-01-01", root / "2024-01-02"
     for folder in (old_day, new_day):
         folder.mkdir(parents=True)

@@ -39,7 +39,7 @@ def redis_url_problem(url: str) -> str | None:
             "redis://HOST:6379/0 of a running Redis in the environment or .env, or unset it")
 
 
-def _raw_setting(name: str) -> str | None:
+def raw_setting(name: str) -> str | None:
     """A variable as given, empty included: the environment first, then ./.env (as the settings read them)."""
     import os
 
@@ -84,7 +84,7 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _empty_price_source_is_off(self) -> Settings:
         # env_ignore_empty drops an empty value, but for this setting empty is documented as "fetching is off"
-        if "price_source_url" not in self.model_fields_set and _raw_setting("CRYPTOWIRE_PRICE_SOURCE_URL") == "":
+        if "price_source_url" not in self.model_fields_set and raw_setting("CRYPTOWIRE_PRICE_SOURCE_URL") == "":
             self.price_source_url = ""
         return self
 

@@ -95,6 +95,9 @@ _SOURCE_NOT_LATER = (
 _DIFFERS = " OR ".join(f"p.{col} IS DISTINCT FROM c.{col}" for col in _CONTENT)
 
 
+# The kinds the derivation writes (pipeline.events.templates.KINDS; a test keeps the two equal).
+EVENT_KINDS = ("price_threshold", "etf_decision", "listing", "upgrade_or_launch", "token_unlock")
+
 WITHDRAWN_DEFAULT = (
     "no article derives this question any more: the event rules changed, or its source articles were edited"
 )
@@ -360,7 +363,7 @@ CHECKS: list[Check] = [
     ),
     _check(
         "resolvable", "Kind is known; price events have comparator, threshold and currency; others have none.",
-        "e.kind NOT IN ('price_threshold', 'etf_decision', 'listing', 'upgrade_or_launch', 'token_unlock') "
+        f"e.kind NOT IN ({', '.join(repr(k) for k in EVENT_KINDS)}) "
         "OR (e.kind = 'price_threshold' AND (e.comparator NOT IN ('above', 'below') OR e.comparator IS NULL "
         "OR e.threshold IS NULL OR e.threshold <= 0 OR e.currency IS NULL)) "
         "OR (e.kind <> 'price_threshold' AND (e.comparator IS NOT NULL OR e.threshold IS NOT NULL)) "

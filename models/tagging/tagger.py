@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import date, datetime
 from functools import lru_cache
@@ -107,10 +106,6 @@ class Tagger:
         slugs = self.matcher.slugs
         topics = [slugs[i] for i in sorted(fired)] if fired else []
         return Tags(_rank(in_title, in_summary) if in_title or in_summary else [], topics)
-
-    def tag_many(self, items: Iterable[tuple[str, str]]) -> list[Tags]:
-        """Tag (title, summary) pairs."""
-        return [self.tag(title, summary) for title, summary in items]
 
 
 def _rank(in_title: list[Mention], in_summary: list[Mention]) -> list[TickerHit]:

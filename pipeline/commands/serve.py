@@ -92,14 +92,13 @@ def check_redis(settings: Any) -> None:
     the server looked healthy. A URL of another scheme is a bad setting (exit 2), an unreachable one exit 1."""
     from urllib.parse import urlsplit
 
-    import redis
-
     from pipeline.commands.output import fail
     from warehouse.config import redis_url_problem
 
     url = settings.redis_url
     if not url:
         return
+    import redis  # only when configured: `serve` stays small without it
     problem = redis_url_problem(url)
     if problem:
         fail(problem, code=2)

@@ -16,7 +16,7 @@ import calendar
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import datetime, timedelta
 
 PAST_WINDOW_DAYS = 60  # a yearless day this close before publication is a past reference, not next year's
 
@@ -326,7 +326,3 @@ _RULES: list[tuple[re.Pattern[str], str, Callable[[re.Match[str], datetime], tup
     (_r(rf"\b{_I}today|tonight|yesterday|last\s+(?:week|month|year|quarter))\b"), "past_or_now", _unresolvable),
 ]
 
-
-def iso_day(value: date | datetime) -> str:
-    """``2026-12-31`` for a datetime or date."""
-    return value.strftime("%Y-%m-%d")

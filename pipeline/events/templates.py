@@ -1,12 +1,13 @@
 """The event templates: recognising a resolvable question in a headline or summary sentence, and writing it.
 
-Four templates, tried in this order on the title and then on each summary sentence (the first that matches
-wins, so an article yields at most one event):
+Five templates, tried in this order on the title and then on each summary sentence (``derive.py``; the first
+that matches wins, so an article yields at most one event):
 
 - ``etf_decision``  "SEC to Decide on Northgate's Spot Solana ETF by December 15"
 - ``listing``       "Binance Will List Hyperliquid (HYPE) for Spot Trading on November 19"
-- ``upgrade_or_launch``  "Ethereum's Glamsterdam Upgrade on Track for Q1 2027", "Aave v4 Launch Set for December 3"
 - ``price_threshold``    "Bitcoin Eyes $100K", "ETH Could Hit $5,000 by Year-End", "SOL Slides Toward $150 Support"
+- ``upgrade_or_launch``  "Ethereum's Glamsterdam Upgrade on Track for Q1 2027", "Aave v4 Launch Set for December 3"
+- ``token_unlock``  "Aptos Set to Unlock 11.3 Million APT on March 12"
 
 Every template wants a forward-looking cue next to its object (a modal, "eyes", "to decide", "set for", a
 future date ...), so that reports of what already happened ("Bitcoin Tops $100,000", "Upbit Lists SUI")
