@@ -105,7 +105,7 @@ def run_backfill(
     settings.ensure_dirs()
     started = time.perf_counter()
     root = settings.partitions_dir
-    lock = settings.dagster_home / "materialize.lock"
+    lock = settings.materialize_lock
     model_version, tagger_version = int8_model_version(), get_tagger().version
     report = BackfillReport(since.isoformat(), until.isoformat(), model_version, tagger_version)
 

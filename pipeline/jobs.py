@@ -236,7 +236,7 @@ def materialize(
         found = instance.get_run_ids(dg.RunsFilter(tags={TAG_TOKEN: token}), limit=1)
         return found[0] if found else None
 
-    with exclusive(settings.dagster_home / "materialize.lock", wait_timeout, say, tags[TAG_TOKEN], find_run):
+    with exclusive(settings.materialize_lock, wait_timeout, say, tags[TAG_TOKEN], find_run):
         repairs = wait_for_pool(instance, wait_timeout, say)  # also marks dead runs failed, frees their slots
         repairs += repair_files(settings)
         for line in repairs:
@@ -332,7 +332,7 @@ def doctor(settings: Settings, fix: bool = True) -> tuple[list[str], str | None]
         return repair_files(settings, fix), None  # no run was ever recorded here: none to recover
     instance = open_instance(settings, write=fix)  # --check never rewrites dagster.yaml
     try:
-        with exclusive(settings.dagster_home / "materialize.lock", 0, lambda _line: None):
+        with exclusive(settings.materialize_lock, 0, lambda _line: None):
             repairs = recover(instance, fix)
             writers = [r for r in in_progress(instance) if r.alive and r.run_id in pool_runs(instance)]
             if writers:

@@ -168,6 +168,11 @@ class Settings(BaseSettings):
         return self.home / "models"
 
     @property
+    def materialize_lock(self) -> Path:
+        """The flock every warehouse-writing run holds (pipeline.runlock)."""
+        return self.dagster_home / "materialize.lock"
+
+    @property
     def partitions_dir(self) -> Path:
         """Partition inputs and results of `cryptowire backfill` (shared with the workers)."""
         return self.home / "partitions"
