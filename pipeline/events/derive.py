@@ -31,7 +31,6 @@ from pipeline.events.templates import (
     is_noun_phrase,
     pick_date,
     sentences,
-    unnamed_token,
     upgrade_name,
     write,
 )
@@ -168,7 +167,7 @@ def derive_article(
             when = _resolution_date(found, i, units, published, mentions)
             if when is None:
                 continue
-            reason = refusal(found, published, reference, names, tickers - {found.ticker}, ms)
+            reason = refusal(found, published, reference, names, tickers - {found.ticker})
             if reason is not None:
                 if refused is not None:
                     key = event_id(found.ticker, found.kind, found.comparator, found.threshold, when, found.subject)
@@ -217,8 +216,7 @@ def viable_candidates(units: list[str], mentions: list[list[Mention]], tickers: 
     (``refusal``) and have a resolution date."""
     out = []
     for cand in candidates(units, mentions, tickers, published, reference) if found is None else found:
-        if refusal(cand.found, published, reference, names, tickers - {cand.found.ticker},
-                   mentions[cand.index]) is not None:
+        if refusal(cand.found, published, reference, names, tickers - {cand.found.ticker}) is not None:
             continue
         when = _resolution_date(cand.found, cand.index, units, published, mentions)
         if when is not None:
@@ -240,18 +238,14 @@ def direction_by_reference(found: Found, published: datetime, reference: Referen
 
 
 def refusal(found: Found, published: datetime, reference: Reference, names: Mapping[str, str],
-            others: Iterable[str] = (), mentions: list[Mention] | None = None) -> str | None:
+            others: Iterable[str] = ()) -> str | None:
     """Why a question the templates found cannot be listed, whatever its wording; None when it can.
 
     A price level must be a price of that asset (within the reference band at publication; out to the wider
-    forecast band when none of the article's ``others`` assets has the level within its own band; and not the
-    level of a token the sentence leaves unnamed, given its asset ``mentions``); an asset that has traded for over
-    a year has no mainnet launch ahead; an upgrade or product name must read as a name."""
+    forecast band when none of the article's ``others`` assets has the level within its own band); an asset that
+    has traded for over a year has no mainnet launch ahead; an upgrade or product name must read as a name."""
     name = names.get(found.ticker, found.ticker)
     day = f"{published:%Y-%m-%d}"
-    if found.kind == PRICE and mentions is not None and (other := unnamed_token(found.unit, mentions, found.anchor[0])):
-        return (f"{format_money(found.threshold or 0)} is the level of another token ({other!r}), not of {name}: "
-                "promotions compare an unnamed token with a named one")
     if found.kind == PRICE and found.threshold is not None and found.ticker in _registry()[1] and not (
             STABLE_BAND[0] <= found.threshold <= STABLE_BAND[1]):
         return (f"{format_money(found.threshold)} is not a plausible {found.ticker} price on {day}: a stablecoin "

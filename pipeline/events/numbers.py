@@ -28,7 +28,7 @@ _AMOUNT_RE = re.compile(
     r"(?:\s?(?P<mag>thousand|million|billion|trillion|mln|bln|mn|bn|tn|[kKmMbBtT])(?![A-Za-z]))?"
     r"(?P<plus>\+)?"
     r"(?:\s?(?P<post>USD|dollars?|cents?|euros?)(?![A-Za-z]))?"
-    r"(?![\d%]|x(?![a-z])|[.,]\d)",  # "1,000x" is a multiplier, not an amount; never half a number
+    r"(?![\d%])",
     re.IGNORECASE,
 )
 

@@ -628,33 +628,6 @@ def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None
     return None
 
 
-# A token the sentence does not name ("This $0.20 Altcoin Eyeing $20", "2 Altcoins That Could Beat It to $1",
-# "New Contender's $1 Target", "Which Token Is More Likely to Hit $1"), or one defined by another asset
-# ("Dogecoin Competitor at $0.004 ...", "ADA Rival Under $1"): a level after it is that token's.
-_TOKEN_NOUN = (r"(?:altcoins?|alts?|tokens?|coins?|memecoins?|meme\s*coins?|cryptos?|cryptocurrenc(?:y|ies)|presales?"
-               r"|projects?|gems?|rivals?|competitors?|contenders?|challengers?)")
-_UNNAMED_TOKEN = re.compile(
-    rf"\b(?:this|these|that|an?|new|emerging|another|which|\d+|two|three|four|five)\s+(?:[\w$.,'’%-]+\s+){{0,3}}?"
-    rf"{_TOKEN_NOUN}\b|\bwhich\s+one\b",
-    re.I,
-)
-_DEFINED_BY = re.compile(r"(?:\s*\([A-Z0-9]+\))?(?:'s|’s)?\s+(?:rivals?|competitors?|contenders?|challengers?|alternatives?"
-                         r"|killers?)\b", re.I)
-
-
-def unnamed_token(unit: str, mentions: list[Mention], level_start: int) -> str | None:
-    """The phrase naming another, unnamed token whose level ``level_start`` is: one before the level with no
-    asset named between it and the level. None when the level's sentence has none."""
-    phrases = [(m.start(), m.end()) for m in _UNNAMED_TOKEN.finditer(unit[:level_start])]
-    phrases += [(m.start, m.end + d.end()) for m in mentions if (d := _DEFINED_BY.match(unit[m.end:level_start]))]
-    if not phrases:
-        return None
-    start, end = max(phrases, key=lambda p: p[1])
-    if any(end <= m.start and m.end <= level_start for m in mentions):
-        return None  # "Solana rival Sui eyes $5": the level is the named asset's
-    return unit[start:end]
-
-
 def _asset_for(mentions: list[Mention], amount: Amount, after: list[Mention]) -> str | None:
     """The asset a price belongs to: the nearest one named before it, else one named right after it
     ("$76K BTC price target")."""
