@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 
-def loads(body: bytes | bytearray) -> Any:
+def loads(body: bytes | bytearray, object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None) -> Any:
     """The decoded body. `ValueError` says what is wrong: not JSON, not UTF-8, nested too deeply for the parser
     (a 500 otherwise), or a string holding a lone UTF-16 surrogate ("\\ud800" escaped without its pair: what a
-    client sends when it cuts a string inside an emoji), which no database or URL can take."""
+    client sends when it cuts a string inside an emoji), which no database or URL can take. ``object_pairs_hook``
+    as in `json.loads` (e.g. to refuse a key given twice)."""
     try:
-        data = json.loads(body)
+        data = json.loads(body, object_pairs_hook=object_pairs_hook)
     except RecursionError:
         raise ValueError("the JSON is nested too deeply") from None
     stack = [data]

@@ -10,8 +10,9 @@ from typing import Any
 from starlette.routing import BaseRoute, Route
 
 from api.access import missing_key_routes
+from api.errors import ApiError
 from api.pdf.endpoint import PATH, PdfEndpoint
-from api.pdf.pool import BrowserPool
+from api.pdf.pool import BrowserPool, browser_problem
 from api.pdf.ssrf import Policy
 
 log = logging.getLogger("cryptowire.pdf")
@@ -34,7 +35,11 @@ async def startup(state: Any) -> None:
         max_pss_mb=s.pdf_max_memory_mb,
     )
     state.extras["pdf_pool"] = pool
-    if s.pdf_prewarm:
+    problem = browser_problem(pool.chromium_path)
+    if problem is not None:  # a permanent misconfiguration: said once here, not in a traceback per request
+        log.error("PDF rendering is not available: the browser %s; install chromium-headless-shell (or chromium) or "
+                  "set CRYPTOWIRE_CHROMIUM_PATH to a Chromium binary, then restart", problem)
+    elif s.pdf_prewarm:
         # Launch in the background: the server answers at once; the first PDF request waits for the launch.
         state.extras["pdf_warmup"] = asyncio.get_running_loop().create_task(_warm(pool))
 
@@ -42,6 +47,8 @@ async def startup(state: Any) -> None:
 async def _warm(pool: BrowserPool) -> None:
     try:
         await pool.start()
+    except ApiError:  # the pool logged why
+        log.warning("chromium did not start; PDF requests will retry the launch")
     except Exception:
         log.exception("chromium did not start; PDF requests will retry the launch")
 

@@ -23,6 +23,14 @@ log = logging.getLogger("cryptowire.pdf")
 
 CONNECT_TIMEOUT = 10.0
 HANDSHAKE_TIMEOUT = 5.0
+# Once one side of a relayed connection has finished, the other may still move bytes, but a pause this long closes
+# both: a server that never answers must not hold a connection (two descriptors) after Chromium gave up on it.
+LINGER_SECONDS = 2.0
+# A connection on which no byte moved either way for this long is closed: past the longest render (60 s), no page
+# can still be waiting for it.
+IDLE_SECONDS = 65.0
+CLOSE_SECONDS = 5.0  # close() waits this long for the connections it ends
+CHUNK = 64 * 1024
 # SOCKS5 reply codes (RFC 1928)
 OK, FAILURE, NOT_ALLOWED, HOST_UNREACHABLE, REFUSED, TTL, BAD_COMMAND, BAD_ADDRESS = range(8)
 
@@ -44,13 +52,21 @@ class EgressProxy:
     def url(self) -> str:
         return f"socks5://127.0.0.1:{self.port}"
 
+    @property
+    def open_connections(self) -> int:
+        """Connections being handled now (for tests and health)."""
+        return len(self._tasks)
+
     async def close(self) -> None:
         if self.server is not None:
             self.server.close()
-            for t in list(self._tasks):
+            tasks = list(self._tasks)
+            for t in tasks:
                 t.cancel()
+            if tasks:
+                await asyncio.wait(tasks, timeout=CLOSE_SECONDS)
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.server.wait_closed(), 5)
+                await asyncio.wait_for(self.server.wait_closed(), CLOSE_SECONDS)
             self.server = None
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -84,6 +100,10 @@ class EgressProxy:
             await writer.drain()
             await _relay(reader, writer, up_reader, upstream)
         except (TimeoutError, ConnectionError, asyncio.IncompleteReadError, ValueError):
+            pass
+        except asyncio.CancelledError:
+            # Only close() cancels a connection, and nothing awaits this task: ending it cancelled would make
+            # asyncio log a traceback per connection ("Exception in callback ... CancelledError").
             pass
         finally:
             for w in (writer, upstream):
@@ -133,16 +153,35 @@ async def _relay(
     a_reader: asyncio.StreamReader, a_writer: asyncio.StreamWriter,
     b_reader: asyncio.StreamReader, b_writer: asyncio.StreamWriter,
 ) -> None:
+    """Copy bytes both ways until both directions end, one has ended and the other then moved nothing for
+    LINGER_SECONDS, or nothing moved either way for IDLE_SECONDS; the caller then closes both sides."""
+    loop = asyncio.get_running_loop()
+    last = [loop.time()]  # when a byte last moved, either way
+
     async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
         try:
-            while data := await src.read(64 * 1024):
+            while data := await src.read(CHUNK):
+                last[0] = loop.time()
                 dst.write(data)
                 await dst.drain()
         except (ConnectionError, OSError):
             pass
         finally:
+            last[0] = loop.time()  # the linger of the other direction starts now
             with contextlib.suppress(Exception):
                 if dst.can_write_eof():
                     dst.write_eof()
 
-    await asyncio.gather(pipe(a_reader, b_writer), pipe(b_reader, a_writer))
+    pending = {asyncio.ensure_future(pipe(a_reader, b_writer)), asyncio.ensure_future(pipe(b_reader, a_writer))}
+    try:
+        while pending:
+            limit = IDLE_SECONDS if len(pending) == 2 else LINGER_SECONDS
+            left = last[0] + limit - loop.time()
+            if left <= 0:
+                return
+            _done, pending = await asyncio.wait(pending, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for t in pending:
+            t.cancel()
+        if pending:
+            await asyncio.wait(pending)

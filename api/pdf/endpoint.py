@@ -23,6 +23,18 @@ log = logging.getLogger("cryptowire.pdf")
 PATH = "/api/html-to-pdf/{accessKey}"
 MAX_BODY = 16 * 1024
 COST = 20_000  # compute units per conversion
+# A request cancelled after its charge (a forced stop of the server) refunds within this, or logs that it could not.
+STOP_REFUND_SECONDS = 5.0
+
+
+def _once_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook``: a key given twice is refused, as in the query string (JSON would keep the last)."""
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise ApiError(400, "INVALID_PARAMETER", f"`{k[:50]}` is given more than once; give it once")
+        out[k] = v
+    return out
 
 
 async def read_raw(request: Request) -> dict[str, Any]:
@@ -52,13 +64,34 @@ async def read_raw(request: Request) -> dict[str, Any]:
         if len(body) > MAX_BODY:
             raise too_big
     try:
-        data = bodies.loads(body)
+        data = bodies.loads(body, object_pairs_hook=_once_each)
     except ValueError as exc:
         raise ApiError(400, "INVALID_JSON", f"the body is not valid JSON ({exc}); send an object like "
                        "{\"url\": \"https://…\"}") from None
     if not isinstance(data, dict):
         raise ApiError(400, "INVALID_JSON", "the body must be a JSON object like {\"url\": \"https://…\"}")
     return data
+
+
+async def refund_at_stop(access: Any, charge: Charge) -> None:
+    """Refund a cancelled request's charge, or log the line docs/metering.md promises for a refund not made."""
+    try:
+        async with asyncio.timeout(STOP_REFUND_SECONDS):
+            await access.refund(charge)
+    except TimeoutError:
+        _lost(charge, f"metering did not answer within {STOP_REFUND_SECONDS:g} s")
+    except asyncio.CancelledError:
+        _lost(charge, "the refund was cancelled too")
+        raise
+    except Exception as exc:
+        _lost(charge, f"{type(exc).__name__}: {exc}")
+    else:
+        log.warning("pdf: a render was cancelled (the server is stopping); its %d CU were refunded", charge.cost)
+
+
+def _lost(charge: Charge, why: str) -> None:
+    log.error("refund of %d CU to key %s (day %s, api %s) not made at shutdown (%s): credit it by hand if the "
+              "usage shows it", charge.cost, charge.caller.key_id, charge.info.get("day", "?"), charge.caller.api, why)
 
 
 class PdfEndpoint:
@@ -101,6 +134,10 @@ class PdfEndpoint:
                 await access.refund(charge)
             err = ApiError(500, "INTERNAL", "the PDF could not be produced because of an internal error; retry")
             return err.rest_response(access.headers(caller, None))
+        except asyncio.CancelledError:  # a forced stop of the server: no answer will be sent
+            if charge is not None:
+                await refund_at_stop(access, charge)
+            raise
         disposition, _name = content_disposition(params.disposition, params.filename, params.url.host)
         headers = {
             **access.headers(caller, charge),

@@ -15,7 +15,7 @@ from urllib.parse import urljoin
 import httpx
 
 from api.errors import ApiError
-from api.pdf.ssrf import Blocked, Pinned, Policy, Url, parse_url
+from api.pdf.ssrf import BadUrl, Blocked, Pinned, Policy, Url, parse_url
 
 MAX_REDIRECTS = 10
 REDIRECTS = (301, 302, 303, 307, 308)
@@ -43,6 +43,31 @@ class TooLarge(ApiError):
 class Unreachable(ApiError):
     def __init__(self, url: str, detail: str) -> None:
         super().__init__(502, "UPSTREAM_UNREACHABLE", f"could not fetch {url}: {detail}")
+
+
+class BadRedirect(ApiError):
+    def __init__(self, url: str, location: str, detail: str) -> None:
+        super().__init__(
+            502, "UPSTREAM_BAD_REDIRECT",
+            f"the page {url} redirects to {location[:200]!r}, which is not a valid URL ({detail}); the page's server "
+            "must fix its redirect, or render the URL it meant",
+        )
+
+
+def redirect_target(url: Url, location: str) -> Url:
+    """Where a redirect from ``url`` leads. The origin chose ``location``, not the client: an invalid one is a 502
+    (not the client's 400), and one to a refused scheme (``file:``) is a blocked hop (403)."""
+    try:
+        joined = urljoin(url.url, location)
+    except ValueError as exc:  # an unclosed or stray bracket: "http://[::1", "//[bad"
+        raise BadRedirect(url.url, location, str(exc)) from None
+    try:
+        return parse_url(joined, "the redirect's URL")
+    except BadUrl as exc:
+        if exc.code == "UNSUPPORTED_SCHEME":
+            raise Blocked(f"the redirect from {url.url} to {location[:200]!r} was refused: only http:// and "
+                          "https:// pages are rendered") from None
+        raise BadRedirect(url.url, location, exc.message) from None
 
 
 @dataclass
@@ -118,7 +143,7 @@ class Fetcher:
             location = _first(resp_headers, "location")
             if status not in REDIRECTS or not location:
                 return Fetched(url, status, reason, resp_headers, data, hops)
-            nxt = parse_url(urljoin(url.url, location), f"redirect from {url.url}")
+            nxt = redirect_target(url, location)
             if status == 303 or (status in (301, 302) and method == "POST"):
                 method, body = "GET", None
                 sent = {k: v for k, v in sent.items() if k not in ("content-type",)}

@@ -26,24 +26,34 @@ def _clean(name: str, ascii_only: bool) -> str:
         ok = ch in _KEEP_PUNCT or (cat[0] in "LN" and (ch.isascii() or not ascii_only))
         out.append(ch if ok else "_")
     text = _UNDERSCORES.sub("_", "".join(out))
-    text = re.sub(r"\s+", " ", text).strip(" ._")  # no leading dots (hidden files), no trailing dots/spaces
+    return _trim(re.sub(r"\s+", " ", text))
+
+
+def _trim(text: str) -> str:
+    """No leading dots (hidden files), no trailing dots, spaces or underscores."""
+    return text.strip(" ._")
+
+
+def _named(text: str) -> str:
+    """The name without one trailing ``.pdf`` (in any case; the header adds it), cut at MAX_CHARS."""
     if text.lower().endswith(".pdf"):
-        text = text[:-4].rstrip(" ._")
-    return text[:MAX_CHARS].rstrip(" ._")
+        text = _trim(text[:-4])
+    return _trim(text[:MAX_CHARS])
 
 
 def default_name(host: str, today: dt.date | None = None) -> str:
     today = today or dt.datetime.now(dt.UTC).date()
-    return _clean(f"{host}-{today.isoformat()}", ascii_only=True) or f"page-{today.isoformat()}"
+    return _named(_clean(f"{host}-{today.isoformat()}", ascii_only=True)) or f"page-{today.isoformat()}"
 
 
 def content_disposition(disposition: str, filename: str | None, host: str) -> tuple[str, str]:
     """Return (header value, the file name used). ``disposition`` is ``inline`` or ``attachment``."""
     if disposition not in ("inline", "attachment"):
         raise ValueError(f"disposition must be inline or attachment, not {disposition!r}")
-    full = _clean(filename, ascii_only=False) if filename else ""
+    full = _named(_clean(filename, ascii_only=False)) if filename else ""
     full = full or default_name(host)
-    fallback = _clean(full, ascii_only=True) or default_name(host)
+    # The fallback is the same name, folded to ASCII only where it is not (its `.pdf` was taken off once, above).
+    fallback = full if full.isascii() else _clean(full, ascii_only=True) or default_name(host)
     name = f"{full}.pdf"
     value = f"{disposition}; filename=\"{fallback}.pdf\"; filename*=UTF-8''{quote(name, safe='')}"
     return value, name

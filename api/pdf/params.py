@@ -20,7 +20,8 @@ MIN_TIMEOUT_MS = 1_000
 DISPOSITIONS = ("inline", "attachment")
 MEDIA_TYPES = ("screen", "print")
 WAIT_UNTIL = ("load", "domcontentloaded", "networkidle")
-_LENGTH = re.compile(r"^(\d+(?:\.\d+)?)(px|in|cm|mm)?$")
+# ASCII digits only: `\d` also matches other scripts' digits (١٠, １０), which Chromium refuses after the fetch.
+_LENGTH = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(px|in|cm|mm)?$")
 # Paper sizes (portrait width, height in inches) and CSS pixels per unit as Playwright sends them to Chromium.
 # Margins that leave no content area make Chromium refuse to print (a 502, after the charge) and a sliver of one
 # prints as hundreds of pages, so margins must leave MIN_PRINTABLE_IN each way.
@@ -145,9 +146,11 @@ def _number(raw: Mapping[str, Any], name: str) -> float | None:
             raise bad(name, "is far too large") from None
     elif isinstance(value, str):
         try:
+            if not value.isascii():  # float() also reads other scripts' digits (١٠): one spelling, as for margins
+                raise ValueError(value)
             number = float(value)
         except ValueError:
-            raise bad(name, f"{value[:50]!r} is not a number") from None
+            raise bad(name, f"{value[:50]!r} is not a number; write it with the digits 0-9") from None
     else:
         raise bad(name, f"must be a number, not {type(value).__name__}")
     if not math.isfinite(number):
@@ -192,7 +195,7 @@ def _margin(raw: Mapping[str, Any], paper: str, landscape: bool) -> tuple[str, s
         raise bad(
             "margin",
             f"{value[:50]!r} is not allowed; give one length for all sides or four (top right bottom left), "
-            "each a number with unit px, in, cm or mm, e.g. `10mm` or `1cm 2cm 1cm 2cm`",
+            "each a number (digits 0-9) with unit px, in, cm or mm, e.g. `10mm` or `1cm 2cm 1cm 2cm`",
         )
     if len(lengths) == 1:
         lengths *= 4

@@ -114,6 +114,15 @@ async def _dismiss(dialog: Any) -> None:
         pass
 
 
+@dataclass(eq=False)
+class Place:
+    """A request's place in the queue, from before its page is fetched until a renderer takes it."""
+
+    since: float  # time.monotonic() when taken
+    held: bool = True
+    queued: float = 0.0  # seconds spent waiting for a renderer
+
+
 @dataclass(eq=False)  # identity semantics: kept in sets
 class Browser:
     """One launched browser and its bookkeeping."""
@@ -164,7 +173,8 @@ class BrowserPool:
         self._pw_cm: Any = None
         self._generation = 0
         self._closing = False
-        self._render_seconds = 1.0  # moving average, for Retry-After
+        # Moving average of a request's own time, fetching its page included, queueing not: for Retry-After.
+        self._request_seconds: float | None = None
         self.egress = EgressProxy(policy or Policy())
         self._dead = socket.socket()  # bound, never listening: a proxy address that refuses every connection
         self._dead.bind(("127.0.0.1", 0))
@@ -223,17 +233,31 @@ class BrowserPool:
             return cur
         if cur is not None:
             self._retire(cur, "crashed" if not cur.alive else "retired")
+        if self._closing:
+            raise ApiError(503, "RENDERER_UNAVAILABLE", "the server is shutting down; retry shortly",
+                           headers={"Retry-After": "5"})
+        self.check_browser()
         try:
             self._current = await self._launch()
             self._refill(self._current)
-        except Exception as exc:
-            log.exception("chromium failed to start")
+        except Exception:
+            log.exception("chromium (%s) failed to start", self.chromium_path)
             await self._reset_driver()
+            # The reason stays in the log: it names paths and internals of this server.
             raise ApiError(
-                503, "RENDERER_UNAVAILABLE", f"the PDF renderer could not start ({exc}); retry shortly",
+                503, "RENDERER_UNAVAILABLE", "the PDF renderer could not start; retry shortly",
                 headers={"Retry-After": "5"},
             ) from None
         return self._current
+
+    def check_browser(self) -> None:
+        """503 when the browser binary is missing: a misconfigured server, which retrying does not help."""
+        if browser_problem(self.chromium_path) is not None:
+            raise ApiError(
+                503, "RENDERER_UNAVAILABLE",
+                "PDF rendering is not available on this server: its browser is not installed or not configured "
+                "(operators: see the server log and CRYPTOWIRE_CHROMIUM_PATH)",
+            )
 
     async def _reset_driver(self) -> None:
         if self._pw_cm is not None:
@@ -361,7 +385,9 @@ class BrowserPool:
     # --- requests --------------------------------------------------------------
     def busy(self) -> ApiError:
         self.stats["rejected"] += 1
-        wait = math.ceil(self._render_seconds * (self._waiting + 1) / self.concurrency)
+        # Each request ahead (and this one) needs a renderer for about the average request time.
+        per_request = 1.0 if self._request_seconds is None else self._request_seconds
+        wait = math.ceil(per_request * (self._waiting + 1) / self.concurrency)
         renderers = "the only renderer is" if self.concurrency == 1 else f"all {self.concurrency} renderers are"
         return ApiError(
             503, "BUSY",
@@ -370,21 +396,40 @@ class BrowserPool:
             headers={"Retry-After": str(max(1, wait))},
         )
 
-    @asynccontextmanager
-    async def slot(self, deadline: float) -> AsyncIterator[Browser]:
-        """Wait (until ``deadline``, loop time) for a free renderer and yield the browser to render in."""
-        if self._active >= self.concurrency and self._waiting >= self.queue:
+    def take_place(self) -> Place:
+        """A place in the queue, taken before the page is fetched (503 BUSY at once when every renderer and every
+        place is taken): a request that will be refused must not download its page first."""
+        self.check_browser()
+        if self._active + self._waiting >= self.concurrency + self.queue:
             raise self.busy()
         self._waiting += 1
+        return Place(time.monotonic())
+
+    def leave(self, place: Place) -> None:
+        """Give the place back (the request ended before a renderer took it); idempotent."""
+        if place.held:
+            place.held = False
+            self._waiting -= 1
+
+    @asynccontextmanager
+    async def slot(self, deadline: float, place: Place | None = None) -> AsyncIterator[Browser]:
+        """Wait (until ``deadline``, loop time) for a free renderer and yield the browser to render in. ``place``:
+        the queue place the request already holds (see ``take_place``); a retry holds it again without a check."""
+        if place is None:
+            place = self.take_place()
+        elif not place.held:
+            place.held = True
+            self._waiting += 1
+        queued = time.monotonic()
         try:
             async with asyncio.timeout_at(deadline):
                 await self._sem.acquire()
         except TimeoutError:
             raise self.busy() from None
         finally:
-            self._waiting -= 1
+            self.leave(place)
         self._active += 1
-        started = time.monotonic()
+        place.queued += time.monotonic() - queued
         handle: Browser | None = None
         try:
             async with self._lock:
@@ -396,10 +441,11 @@ class BrowserPool:
             self._sem.release()
             if handle is not None:
                 handle.inflight -= 1
-                self._done(handle, time.monotonic() - started)
+                self._done(handle, time.monotonic() - place.since - place.queued)
 
     def _done(self, handle: Browser, seconds: float) -> None:
-        self._render_seconds = 0.8 * self._render_seconds + 0.2 * seconds
+        avg = self._request_seconds
+        self._request_seconds = seconds if avg is None else 0.8 * avg + 0.2 * seconds
         handle.conversions += 1
         self.stats["conversions"] += 1
         if handle.retiring or not handle.alive:
@@ -438,6 +484,15 @@ class BrowserPool:
             "spares": len(cur.spares) if cur else 0,
             "egress": dict(self.egress.stats),
         }
+
+
+def browser_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be the browser binary, or None when it may be."""
+    if not path.exists():
+        return f"{path} does not exist"
+    if not path.is_file() or not os.access(path, os.X_OK):
+        return f"{path} is not an executable file"
+    return None
 
 
 def _are(n: int, noun: str) -> str:

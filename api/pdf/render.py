@@ -27,6 +27,11 @@ log = logging.getLogger("cryptowire.pdf")
 ACCEPT_HTML = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
 # Response headers not handed to Chromium for the main document: it must render, not download.
 MAIN_DROP = HOP_BY_HOP | {"content-disposition"}
+# Requests one render may make (the page's own included). Each is checked in this process, on the event loop that
+# serves every other request: a page firing tens of thousands (a script in a loop) would stall them all.
+MAX_PAGE_REQUESTS = 2_000
+# Answers without a body: Chromium would abort the navigation (net::ERR_ABORTED).
+NO_CONTENT = (204, 205, 304)
 # Stages a render can run out of time in (also named in RENDER_FAILED messages).
 FETCHING, OPENING, LOADING, PRINTING = "fetching the page", "opening a page", "loading the page", "printing"
 
@@ -56,6 +61,24 @@ def upstream_error(fetched: Fetched) -> ApiError:
         f"the page {fetched.url.url} answered HTTP {fetched.status}{reason}; only pages answering below 400 "
         "are rendered",
         headers={"X-Upstream-Status": str(fetched.status)},
+    )
+
+
+def no_content_error(fetched: Fetched) -> ApiError:
+    reason = f" {fetched.reason}" if fetched.reason else ""
+    return ApiError(
+        502, "UPSTREAM_STATUS",
+        f"the page {fetched.url.url} answered HTTP {fetched.status}{reason}, which has no content, so there is "
+        "nothing to print; render the URL of a page that answers 200 with its content",
+        headers={"X-Upstream-Status": str(fetched.status)},
+    )
+
+
+def too_many_requests_error() -> ApiError:
+    return ApiError(
+        502, "PAGE_TOO_MANY_REQUESTS",
+        f"the page made more than {MAX_PAGE_REQUESTS} requests (images, scripts, fetches...), the most one render may "
+        "make, and was stopped; render a page that loads fewer resources",
     )
 
 
@@ -99,6 +122,7 @@ def _fulfil_headers(headers: list[tuple[str, str]], drop: set[str]) -> dict[str,
 async def render(pool: BrowserPool, policy: Policy, params: PdfParams, deadline: float) -> Rendered:
     """Render ``params.url``; ``deadline`` is event-loop time. Raises ApiError (502/503/504...)."""
     loop = asyncio.get_running_loop()
+    place = pool.take_place()  # 503 BUSY now, before the page is downloaded
     fetcher = Fetcher(policy, USER_AGENT, Budget())
     timings: dict[str, float] = {}
     mark = loop.time()
@@ -115,9 +139,11 @@ async def render(pool: BrowserPool, policy: Policy, params: PdfParams, deadline:
         timings["fetch"] = (loop.time() - mark) * 1000
         if main.status >= 400:
             raise upstream_error(main)
+        if main.status in NO_CONTENT:
+            raise no_content_error(main)
         for attempt in (1, 2):
             mark = loop.time()
-            async with pool.slot(deadline) as browser:
+            async with pool.slot(deadline, place) as browser:
                 timings["queue"] = (loop.time() - mark) * 1000
                 session = Session(policy, main, deadline, timings)
                 try:
@@ -136,6 +162,7 @@ async def render(pool: BrowserPool, policy: Policy, params: PdfParams, deadline:
                     log.warning("chromium crashed during a render; retrying once on a new browser")
         raise AssertionError("unreachable")
     finally:
+        pool.leave(place)
         await fetcher.aclose()
 
 
@@ -156,6 +183,8 @@ class Session:
         self.navigated_away: str | None = None  # set when the page tried to replace itself with a blocked URL
         self.navigation_failed: tuple[str, str] | None = None  # (url, error) of a later main-frame load that failed
         self.stage = OPENING
+        self.too_many = False  # the page went past MAX_PAGE_REQUESTS: it is stopped and the render fails
+        self._closing: asyncio.Future[None] | None = None  # the page's close, once too_many
         self._handlers: set[asyncio.Task[Any]] = set()
 
     def remaining(self) -> float:
@@ -192,6 +221,8 @@ class Session:
                     pdf = await tab.page.pdf(**_pdf_options(params))
                     self._lap("pdf")
                     await self._refuse_error_page()  # the PDF would show the browser's error page, not the page
+                    if self.too_many:  # printed before the close took effect: a page cut short
+                        raise too_many_requests_error()
                     return pdf
                 except TimeoutError:
                     raise
@@ -212,6 +243,9 @@ class Session:
         request = route.request
         self.requests += 1
         try:
+            if self.requests > MAX_PAGE_REQUESTS:
+                await self._too_many(route)
+                return
             if not self.main_served and request.is_navigation_request() and request.frame == self.page.main_frame:
                 self.main_served = True
                 main = self.main
@@ -243,6 +277,18 @@ class Session:
         finally:
             if task is not None:
                 self._handlers.discard(task)
+
+    async def _too_many(self, route: Any) -> None:
+        """Refuse the request; the first time, also close the page, so that its scripts stop firing more and
+        Playwright drops those still queued instead of handing each to Python (the render then fails with
+        PAGE_TOO_MANY_REQUESTS)."""
+        if not self.too_many:
+            self.too_many = True
+            log.info("pdf: the page made more than %d requests; stopping it", MAX_PAGE_REQUESTS)
+            closing = asyncio.ensure_future(self.page.close())  # before the abort's round trip, not after it
+            closing.add_done_callback(_retrieved)
+            self._closing = closing
+        await route.abort("blockedbyclient")  # every route must be answered, or Playwright's task never ends
 
     async def _check(self, raw: str) -> None:
         url = parse_url(raw, f"request {raw[:200]}")
@@ -299,6 +345,8 @@ class Session:
             return exc
         if not browser.alive:
             return Crashed()
+        if self.too_many:
+            return too_many_requests_error()
         if self.navigated_away:
             return Blocked(self.navigated_away)
         if self.page_crashed:
@@ -311,6 +359,12 @@ class Session:
             return ApiError(502, "NOT_A_PAGE", "the URL answers with a download, not a page that can be printed")
         log.warning("pdf: render failed while %s: %s", self.stage, text)
         return ApiError(502, "RENDER_FAILED", f"rendering failed while {self.stage}: {text}")
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    """Done callback of a task nobody awaits: its failure (the page was gone already) is not worth a log line."""
+    if not task.cancelled():
+        task.exception()
 
 
 # How Playwright words a selector it cannot parse: the caller's mistake (400), not a failed render.
