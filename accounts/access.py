@@ -63,6 +63,12 @@ def _number(x: float) -> int | float:
     return int(x) if float(x).is_integer() else x
 
 
+
+def log_lost_refund(charge: Charge, why: str) -> None:
+    """The one line an operator needs for a refund that could not be made before the server stopped."""
+    log.error("refund of %d CU to key %s (day %s, api %s) not made at shutdown (%s): credit it by hand if the "
+              "usage shows it", charge.cost, charge.caller.key_id, charge.info.get("day", "?"), charge.caller.api, why)
+
 class MeteredAccess:
     def __init__(
         self,
@@ -297,7 +303,7 @@ class MeteredAccess:
                 await self._give_back(charge)
             except MeteringUnavailable:
                 if closing:
-                    self._lost(charge, "metering was still unavailable")
+                    log_lost_refund(charge, "metering was still unavailable")
                     return
                 delay = min(delay * 2, REFUND_RETRY_MAX)
                 continue
@@ -311,11 +317,6 @@ class MeteredAccess:
         except TimeoutError:
             pass
         return self._closing.is_set()
-
-    @staticmethod
-    def _lost(charge: Charge, why: str) -> None:
-        log.error("refund of %d CU to key %s (day %s, api %s) not made at shutdown (%s): credit it by hand if the "
-                  "usage shows it", charge.cost, charge.caller.key_id, charge.info["day"], charge.caller.api, why)
 
     def headers(self, caller: Caller | None, charge: Charge | None = None) -> dict[str, str]:
         if caller is None:
@@ -392,7 +393,7 @@ class MeteredAccess:
             pending = dict(self._refunds)
             _, late = await asyncio.wait(list(pending), timeout=CLOSE_REFUNDS_SECONDS)
             for task in late:  # its attempt still waits on the store: it may yet land, and is not tried again
-                self._lost(pending[task], "its last attempt had no answer yet")
+                log_lost_refund(pending[task], "its last attempt had no answer yet")
                 task.cancel()
         await self._limiter.close()
         await self._counters.close()

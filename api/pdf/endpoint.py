@@ -9,6 +9,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from accounts.access import log_lost_refund
 from api import bodies
 from api.access import Caller, Charge
 from api.errors import ApiError
@@ -79,19 +80,14 @@ async def refund_at_stop(access: Any, charge: Charge) -> None:
         async with asyncio.timeout(STOP_REFUND_SECONDS):
             await access.refund(charge)
     except TimeoutError:
-        _lost(charge, f"metering did not answer within {STOP_REFUND_SECONDS:g} s")
+        log_lost_refund(charge, f"metering did not answer within {STOP_REFUND_SECONDS:g} s")
     except asyncio.CancelledError:
-        _lost(charge, "the refund was cancelled too")
+        log_lost_refund(charge, "the refund was cancelled too")
         raise
     except Exception as exc:
-        _lost(charge, f"{type(exc).__name__}: {exc}")
+        log_lost_refund(charge, f"{type(exc).__name__}: {exc}")
     else:
         log.warning("pdf: a render was cancelled (the server is stopping); its %d CU were refunded", charge.cost)
-
-
-def _lost(charge: Charge, why: str) -> None:
-    log.error("refund of %d CU to key %s (day %s, api %s) not made at shutdown (%s): credit it by hand if the "
-              "usage shows it", charge.cost, charge.caller.key_id, charge.info.get("day", "?"), charge.caller.api, why)
 
 
 class PdfEndpoint:
