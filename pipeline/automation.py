@@ -19,6 +19,8 @@ ON_CHANGE = EAGER.replace(
         dg.AutomationCondition.data_version_changed() | dg.AutomationCondition.will_be_requested()
     ).with_label("any_deps_changed"),
 )
+# Runs the daemon starts are run again (from the step they were in) when their process dies: see dagster.yaml.
+RETRY_TAGS = {"dagster/max_retries": "2"}
 RAW_FRESHNESS = dg.FreshnessPolicy.time_window(fail_window=timedelta(minutes=30), warn_window=timedelta(minutes=15))
 
 ingest_job = dg.define_asset_job(
@@ -121,7 +123,7 @@ def _poll_feeds(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.Ski
         run = busy[0].dagster_run
         return dg.SkipReason(f"run {run.run_id[:8]} of {ingest_job.name} is still {run.status.value}: this tick "
                              "is skipped so that polls do not pile up")
-    return dg.RunRequest()
+    return dg.RunRequest(tags=RETRY_TAGS)
 
 
 def schedules(settings: Settings) -> list[dg.ScheduleDefinition]:
@@ -140,6 +142,7 @@ def schedules(settings: Settings) -> list[dg.ScheduleDefinition]:
             name="daily_maintenance",
             job=maintenance,
             cron_schedule="17 3 * * *",
+            tags=RETRY_TAGS,
             execution_timezone="UTC",
             default_status=dg.DefaultScheduleStatus.RUNNING,
         ),
@@ -165,6 +168,7 @@ def recover_dead_runs(context: dg.SensorEvaluationContext) -> dg.SkipReason:
 automation_sensor = dg.AutomationConditionSensorDefinition(
     "follow_upstream",
     target=dg.AssetSelection.all(),
+    run_tags=RETRY_TAGS,
     default_status=dg.DefaultSensorStatus.RUNNING,
     minimum_interval_seconds=30,
     description="Materializes downstream assets (articles, events, snapshot) when their upstream changes.",
