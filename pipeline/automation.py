@@ -21,6 +21,15 @@ ON_CHANGE = EAGER.replace(
 )
 # Runs the daemon starts are run again (from the step they were in) when their process dies: see dagster.yaml.
 RETRY_TAGS = {"dagster/max_retries": "2"}
+# A root asset nothing upstream updates (the asset registry, today's prices) runs when it is missing, from the
+# sensor's very first evaluation: eager and on_missing skip what is already missing then, and every asset after it
+# would wait on it forever in a deployment that only runs the daemon. Once, not at every tick while it fails.
+WHEN_MISSING = (
+    dg.AutomationCondition.missing().newly_true().since(
+        dg.AutomationCondition.newly_requested() | dg.AutomationCondition.newly_updated()
+    )
+    & ~dg.AutomationCondition.in_progress()
+).with_label("missing, first evaluation included")
 RAW_FRESHNESS = dg.FreshnessPolicy.time_window(fail_window=timedelta(minutes=30), warn_window=timedelta(minutes=15))
 
 ingest_job = dg.define_asset_job(

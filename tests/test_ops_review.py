@@ -167,3 +167,32 @@ def test_a_stopped_run_under_json_names_the_exit_code_it_exits_with(tmp_path: Pa
         stdout, _ = proc.communicate(timeout=120)
     doc = json.loads(stdout)
     assert proc.returncode == 130 and doc["stopped"] is True and doc["exitCode"] == 130, (proc.returncode, doc)
+
+
+def test_a_daemon_alone_on_a_new_data_home_materializes_the_roots_nothing_else_updates(tmp_path: Path) -> None:
+    """With only `cryptowire daemon` running on a new data home, the asset registry and today's prices were never
+    materialized (eager and on_missing skip what is missing at the first evaluation, and nothing upstream updates
+    them), so `articles` and everything after it waited on them forever. Evaluated as `follow_upstream` does."""
+    import warnings
+
+    import dagster as dg
+
+    from pipeline.definitions import build_definitions
+    from warehouse.config import Settings
+
+    defs = build_definitions(Settings(home=tmp_path / "home"))
+
+    def requested(result: dg.AutomationResult) -> set[str]:
+        return {r.key.to_user_string() for r in result.results if r.true_subset.size}
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with dg.instance_for_test() as instance:
+            first = dg.evaluate_automation_conditions(defs=defs, instance=instance)
+            assert requested(first) == {"crypto_assets", "asset_reference_prices"}
+            again = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=first.cursor)
+            assert requested(again) == set(), "a root whose run failed is not requested at every tick"
+            for key in ("crypto_assets", "asset_reference_prices", "raw_articles"):  # their runs, and a poll
+                instance.report_runless_asset_event(dg.AssetMaterialization(key))
+            after = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=again.cursor)
+            assert {"articles", "prediction_events", "stories", "serving_snapshot"} <= requested(after)

@@ -4,7 +4,7 @@
 import dagster as dg
 
 from pipeline.assets.ingest import POOL
-from pipeline.automation import ON_CHANGE
+from pipeline.automation import ON_CHANGE, WHEN_MISSING
 from pipeline.resources import WarehouseResource
 from warehouse.config import get_settings
 from warehouse.crashpoints import crash_point
@@ -14,6 +14,7 @@ from warehouse.crashpoints import crash_point
     group_name="enrich",
     pool=POOL,
     kinds={"duckdb"},
+    automation_condition=WHEN_MISSING,
     description="The curated registry of crypto assets (symbols, names, aliases, kinds, renames).",
 )
 def crypto_assets(warehouse: WarehouseResource) -> dg.MaterializeResult:

@@ -5,7 +5,7 @@ import dagster as dg
 
 from pipeline.assets.enrich import articles
 from pipeline.assets.ingest import POOL
-from pipeline.automation import EAGER
+from pipeline.automation import EAGER, WHEN_MISSING
 from pipeline.resources import WarehouseResource
 from warehouse.crashpoints import crash_point
 
@@ -19,7 +19,7 @@ FROM articles WHERE len(tickers) > 0
     group_name="derive",
     pool=POOL,
     kinds={"duckdb"},
-    automation_condition=dg.AutomationCondition.on_cron("0 */6 * * *"),
+    automation_condition=dg.AutomationCondition.on_cron("0 */6 * * *") | WHEN_MISSING,
     description="Today's USD price of every asset in the reference table, from a CoinGecko-compatible API "
     "(CRYPTOWIRE_PRICE_SOURCE_URL), for the event checks' price bands. Offline it fetches nothing and says why: "
     "the shipped dated table (pipeline/events/data/asset_reference.csv) still applies. Coins the source did not "
