@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 from typing import Any, NoReturn
@@ -90,6 +91,36 @@ def summary_document(summary: Any) -> dict[str, Any]:
     return doc
 
 
+FULL = {errno.ENOSPC, errno.EDQUOT}  # no space left, over quota
+# SQLite's words for the same (Dagster's run and event storage under the data home): SQLITE_FULL, SQLITE_IOERR
+SQLITE_FULL = ("database or disk is full", "disk I/O error")
+
+
+def disk_full(settings: Any, exc: BaseException) -> str | None:
+    """One line for an error that a full disk raises (an OSError, SQLite's or DuckDB's words for it) anywhere in
+    ``exc``'s chain, naming the data home and what to do; None for any other error."""
+    import shutil
+
+    seen: list[BaseException] = []
+    cause: BaseException | None = exc
+    while cause is not None and cause not in seen and len(seen) < 10:
+        seen.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    said = next((e for e in seen if isinstance(e, OSError) and e.errno in FULL), None)
+    text = next((w for e in seen for w in (*SQLITE_FULL, "No space left on device") if w in str(e)), None)
+    if said is None and text is None:
+        return None
+    home = settings.home.resolve()
+    reason = said.strerror if said is not None else text
+    try:
+        free = f"{shutil.disk_usage(home).free / 2**20:.1f} MiB free"
+    except OSError:
+        free = "free space unknown"
+    return (f"cannot write to the data home {home} ({reason}; {free} there): its disk is full or failing; free "
+            "space on it (or set CRYPTOWIRE_HOME to a disk with room) and run again: that run repairs what this "
+            "one left")
+
+
 def run_materialize(feeds: Path | None, select: str | None, as_json: bool, wait_timeout: float | None = None,
                     emit: bool = True) -> Any:
     """Run the selected assets and print the summary (JSON with ``as_json``; nothing when not ``emit``, unless the
@@ -116,6 +147,11 @@ def run_materialize(feeds: Path | None, select: str | None, as_json: bool, wait_
         fail(str(exc))
     except KeyboardInterrupt:
         _stopped()
+    except Exception as exc:  # a full disk under Dagster's SQLite storage raises out of the run itself
+        full = disk_full(settings, exc)
+        if full is None:
+            raise
+        fail(full)
     if as_json and (emit or summary.stopped or not summary.ok):  # a run that went wrong always reports
         emit_json(summary_document(summary))
     elif emit:
@@ -188,10 +224,16 @@ def register(app: typer.Typer) -> None:
         from pipeline.jobs import InstanceError
         from pipeline.jobs import doctor as run_doctor
 
+        settings = _settings()
         try:
-            repairs, skipped = run_doctor(_settings(), fix=not check)
+            repairs, skipped = run_doctor(settings, fix=not check)
         except InstanceError as exc:
             fail(str(exc))
+        except Exception as exc:  # as in run_materialize
+            full = disk_full(settings, exc)
+            if full is None:
+                raise
+            fail(full)
         if as_json:
             emit_json({"repairs": repairs, "fixed": not check, "skipped": skipped})
         else:

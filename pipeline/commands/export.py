@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 import typer
@@ -24,11 +26,62 @@ TABLES = (
     "feed_fetches",
 )
 FORMATS = {".parquet": "parquet", ".csv": "csv"}  # --out's suffix -> the format it names
+COMPRESSIONS = {".gz": "gzip", ".zst": "zstd"}  # a CSV --out's suffix -> the compression DuckDB gives it
+
+
+def partial_path(out: Path) -> Path:
+    """Where an export to ``out`` is written before it is renamed: beside it (a rename within one file system is
+    atomic), and named after it, so that the next export to ``out`` finds what a killed one left."""
+    return out.with_name(f".{out.name}.partial")
+
+
+def write_whole(out: Path, write: Callable[[Path], None]) -> None:
+    """Have ``write`` fill the temporary file, then fsync it and rename it to ``out``: ``out`` only ever holds a
+    complete file. A temporary left by a killed export to ``out`` is taken over (an flock tells it from one a
+    running export is writing, which is refused); one left by a failed write is removed."""
+    import fcntl
+
+    partial = partial_path(out)
+    try:
+        fd = os.open(partial, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as exc:
+        raise RuntimeError(unwritable(out, exc)) from None
+    busy = (f"--out {out}: another export to it is running (it writes {partial.name} beside it): wait for it to "
+            "finish, or write elsewhere")
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released by the kernel when the holder dies
+        except BlockingIOError:
+            raise RuntimeError(busy) from None
+        try:
+            ours = os.stat(partial).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            ours = False
+        if not ours:  # renamed away by an export that finished between our open and our lock
+            raise RuntimeError(busy)
+        done = False
+        try:
+            write(partial)
+            os.fsync(fd)  # the data is on disk before the name points at it
+            os.replace(partial, out)
+            done = True
+        finally:
+            if not done:
+                partial.unlink(missing_ok=True)
+        directory = os.open(out.parent, os.O_RDONLY)
+        try:
+            os.fsync(directory)  # ... and so is the rename
+        except OSError:  # a file system that cannot sync a directory: the file is whole under its name all the same
+            pass
+        finally:
+            os.close(directory)
+    finally:
+        os.close(fd)
 
 
 def export_table(warehouse: Path, table: str, fmt: str, out: Path) -> int:
-    """Copy one table to ``out``; returns the row count. Opens the warehouse read-only. RuntimeError (its message
-    says what to do) when the warehouse is held by a run or ``out`` cannot be written."""
+    """Copy one table to ``out`` (``write_whole``); returns the row count. Opens the warehouse read-only.
+    RuntimeError (its message says what to do) when the warehouse is held by a run or ``out`` cannot be written."""
     if table not in TABLES or fmt not in FORMATS.values():
         raise ValueError(f"cannot export table {table!r} as {fmt!r}")
     import duckdb
@@ -40,7 +93,10 @@ def export_table(warehouse: Path, table: str, fmt: str, out: Path) -> int:
     except db.WarehouseLocked as exc:
         raise RuntimeError(str(exc)) from exc
     try:
-        options = "(FORMAT parquet, COMPRESSION zstd)" if fmt == "parquet" else "(FORMAT csv, HEADER true)"
+        if fmt == "parquet":
+            options = "FORMAT parquet, COMPRESSION zstd"
+        else:  # the temporary's name hides --out's suffix, from which DuckDB would pick a compression
+            options = f"FORMAT csv, HEADER true, COMPRESSION {COMPRESSIONS.get(out.suffix.lower(), 'none')}"
         # CSV has no list type: lists are written as JSON arrays so that other tools can read them back.
         select = "*"
         if fmt == "csv":
@@ -52,11 +108,16 @@ def export_table(warehouse: Path, table: str, fmt: str, out: Path) -> int:
             select = ", ".join(
                 f"to_json({name}) AS {name}" if dtype.endswith("[]") else name for name, dtype in cols
             )
-        literal = str(out).replace("'", "''")
-        try:
-            con.execute(f"COPY (SELECT {select} FROM {table}) TO '{literal}' {options}")
-        except duckdb.IOException as exc:
-            raise RuntimeError(unwritable(out, exc)) from None
+
+        def copy(partial: Path) -> None:
+            literal = str(partial).replace("'", "''")
+            try:
+                # USE_TMP_FILE false: the temporary exists (write_whole holds it); DuckDB would write a tmp_ beside it
+                con.execute(f"COPY (SELECT {select} FROM {table}) TO '{literal}' ({options}, USE_TMP_FILE false)")
+            except duckdb.IOException as exc:
+                raise RuntimeError(unwritable(out, exc)) from None
+
+        write_whole(out, copy)
         return con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]
     finally:
         con.close()
@@ -69,7 +130,10 @@ def register(app: typer.Typer) -> None:
         fmt: str | None = typer.Option(
             None, "--format", help="parquet or csv (default: the one --out's suffix names, else parquet)."
         ),
-        out: Path = typer.Option(..., "--out", help="File to write, in a directory that exists."),
+        out: Path = typer.Option(
+            ..., "--out", help="File to write, in a directory that exists (written as .NAME.partial beside it, "
+            "renamed to NAME when complete)."
+        ),
         as_json: bool = json_option(help="Print the result as JSON."),
     ) -> None:
         """Write a warehouse table to Parquet or CSV."""

@@ -9,7 +9,7 @@ import re
 from datetime import date, time, timedelta
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 
@@ -63,7 +63,7 @@ def json_option(help: str = "Print the result as JSON (for scripts).") -> Any:
     return typer.Option(False, "--json", help=help, callback=_remember_json)
 
 
-def fail(message: str, code: int = 1) -> None:
+def fail(message: str, code: int = 1) -> NoReturn:
     """Print a clear error to stderr and exit non-zero; under --json also one JSON document on stdout, so a script
     reading stdout gets ``{"error": ..., "exitCode": ...}`` rather than nothing. One line either way: a message
     from elsewhere (DuckDB's "Candidate bindings: ...") may hold line breaks."""
@@ -98,13 +98,52 @@ def unwritable(out: Path, exc: BaseException) -> str:
     return f"--out {out}: cannot write it ({reason}): name a file in a directory you can write to"
 
 
-def latest_snapshot(snapshots_dir: Path) -> Path:
-    """The snapshot ``CURRENT`` names, or a clear error saying how to get one."""
-    from warehouse.publish import current_snapshot
+# What to do about a CURRENT that names no readable snapshot (warehouse.repair.repair_snapshots).
+DOCTOR = ("run `cryptowire doctor`: it points snapshots/CURRENT at the newest complete snapshot, or removes it when "
+          "there is none (then `cryptowire materialize` publishes one)")
 
-    path = current_snapshot(snapshots_dir)
+
+def file_damage(exc: BaseException) -> bool:
+    """True when a DuckDB error is about a snapshot's files (missing, cut short, corrupt), not about the query."""
+    import duckdb
+
+    return isinstance(exc, duckdb.IOException) or str(exc).startswith("Corrupt database file")
+
+
+def unreadable_snapshot(path: Path, exc: BaseException, verb: str = "read") -> str:
+    """The error for a snapshot whose files DuckDB cannot read; DuckDB's message names the file when it can."""
+    return f"cannot {verb} snapshot {path}: {str(exc).strip().splitlines()[0]}: {DOCTOR}"
+
+
+def open_latest_snapshot(snapshots_dir: Path) -> tuple[Any, Path]:
+    """A read-only connection to the snapshot ``CURRENT`` names, and its path; or one error line naming the file
+    that is wrong (as the API's /readyz does) and what to do."""
+    import duckdb
+
+    from warehouse.parts import connect_snapshot
+    from warehouse.publish import POINTER, current_snapshot
+
+    pointer = snapshots_dir / POINTER
+    try:
+        path = current_snapshot(snapshots_dir)
+    except ValueError as exc:  # it names something that is not a snapshot's file name
+        fail(f"{exc}: {DOCTOR}")
+    except OSError as exc:
+        fail(f"cannot read {pointer} ({exc.strerror}): delete it and run `cryptowire doctor`, which writes it anew")
     if path is None:
         fail(f"no published snapshot under {snapshots_dir} (its CURRENT names none): run `cryptowire doctor`, which "
              "points it at the newest complete snapshot if there is one, or `cryptowire materialize`")
-    assert path is not None
-    return path
+    if not path.is_file():
+        fail(f"{pointer} names {path.name}, which does not exist: {DOCTOR}")
+    try:
+        return connect_snapshot(path), path
+    except duckdb.Error as exc:
+        fail(unreadable_snapshot(path, exc, "open"))
+    except (OSError, ValueError, KeyError, TypeError) as exc:  # a set's manifest cut short, or not one
+        if isinstance(exc, OSError):
+            reason = exc.strerror
+        elif isinstance(exc, json.JSONDecodeError):
+            reason = f"not valid JSON: {exc}"
+        else:
+            reason = str(exc) if type(exc) is ValueError else f"{type(exc).__name__}: {exc}"
+        fail(f"cannot open snapshot {path}: its manifest is damaged ({reason}): {DOCTOR}")

@@ -12,9 +12,11 @@ import typer
 from pipeline.commands.output import (
     emit_json,
     fail,
+    file_damage,
     json_option,
-    latest_snapshot,
+    open_latest_snapshot,
     require_out_dir,
+    unreadable_snapshot,
     unwritable,
 )
 
@@ -170,6 +172,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = json_option(help="Print the file, range and bucket count as JSON."),
     ) -> None:
         """Chart a ticker's daily (or hourly, weekly) mean sentiment and article counts, as `assetSentiment`."""
+        import duckdb
 
         from warehouse.config import get_settings
         from warehouse.read import parse_instant
@@ -187,10 +190,7 @@ def register(app: typer.Typer) -> None:
         # Read and checked already by the options' callbacks (a bad value exits 2 with the usage).
         since_at, until_at = (parse_instant(v) if v is not None else None for v in (since, until))
         settings = get_settings()
-        path = latest_snapshot(settings.snapshots_dir)
-        from warehouse.parts import connect_snapshot
-
-        con = connect_snapshot(path)
+        con, path = open_latest_snapshot(settings.snapshots_dir)
         try:
             # The range's end when --until is not given: never past the snapshot's publication nor this clock.
             facts: dict[str, Any] = {"newest_dated": newest_dated(con, now=datetime.now(UTC).replace(tzinfo=None))}
@@ -205,6 +205,10 @@ def register(app: typer.Typer) -> None:
             except RangeError as exc:  # the same advice as `assetSentiment`'s, in this command's terms
                 fail(_range_advice(exc) if exc.problem else f"{exc} (here: --since, --until, --interval)")
             known = bool(series["buckets"]) or known_ticker(con, ticker)
+        except duckdb.Error as exc:
+            if not file_damage(exc):
+                raise
+            fail(unreadable_snapshot(path, exc))  # a part that opened but whose blocks do not read back
         finally:
             con.close()
         if not series["buckets"]:

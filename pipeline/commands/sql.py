@@ -9,10 +9,17 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from pipeline.commands.output import emit_json, fail, json_option, latest_snapshot
+from pipeline.commands.output import (
+    emit_json,
+    fail,
+    file_damage,
+    json_option,
+    open_latest_snapshot,
+    unreadable_snapshot,
+)
 
 if TYPE_CHECKING:
-    from duckdb import DuckDBPyRelation
+    from duckdb import DuckDBPyConnection, DuckDBPyRelation
 
 # Statement types that only read. SELECT covers WITH ... SELECT, FROM ..., VALUES, TABLE, DESCRIBE, SHOW, SUMMARIZE.
 READS = ("SELECT", "EXPLAIN")
@@ -51,15 +58,25 @@ def refusal(query: str) -> str | None:
     return None if kind in READS else read_only_refusal(f"{NAMES.get(kind, kind)} statements", kind)
 
 
-def _target(snapshot: bool) -> Path:
+def _open(snapshot: bool) -> tuple[DuckDBPyConnection, Path]:
+    """A read-only connection to the warehouse, or to the latest snapshot; its path."""
+    import duckdb
+
+    from warehouse import db
     from warehouse.config import get_settings
 
     settings = get_settings()
-    if snapshot:
-        return latest_snapshot(settings.snapshots_dir)
-    if not settings.warehouse_path.exists():
-        fail(f"no warehouse at {settings.warehouse_path}: run `cryptowire materialize` first")
-    return settings.warehouse_path
+    if snapshot:  # a single file or a set of parts (warehouse.parts); a damaged one is one error line
+        return open_latest_snapshot(settings.snapshots_dir)
+    path = settings.warehouse_path
+    if not path.exists():
+        fail(f"no warehouse at {path}: run `cryptowire materialize` first")
+    try:
+        return db.connect(path, read_only=True), path
+    except db.WarehouseLocked as exc:  # its message names the holder and says to pass --snapshot
+        fail(str(exc))
+    except duckdb.IOException as exc:
+        fail(f"cannot open {path}: {exc}")
 
 
 def render_table(rel: DuckDBPyRelation, max_rows: int) -> str:
@@ -94,8 +111,6 @@ def register(app: typer.Typer) -> None:
         """Run one read-only SQL statement against the warehouse (or the latest snapshot) and print the result."""
         import duckdb
 
-        from warehouse import db
-
         try:
             statements = len(duckdb.extract_statements(query))
         except duckdb.Error as exc:
@@ -109,17 +124,7 @@ def register(app: typer.Typer) -> None:
         refused = refusal(query)
         if refused:
             fail(refused)
-        try:
-            if snapshot:  # a single file or a set of parts (warehouse.parts)
-                from warehouse.parts import connect_snapshot
-
-                con = connect_snapshot(_target(snapshot))
-            else:
-                con = db.connect(_target(snapshot), read_only=True)
-        except db.WarehouseLocked as exc:  # its message names the holder and says to pass --snapshot
-            fail(str(exc))
-        except duckdb.IOException as exc:
-            fail(f"cannot open {_target(snapshot)}: {exc}")
+        con, path = _open(snapshot)
         try:
             # Also refuses what a reading statement type can still write: WITH d AS (DELETE ... RETURNING *) SELECT
             con.execute("BEGIN TRANSACTION READ ONLY")
@@ -132,6 +137,8 @@ def register(app: typer.Typer) -> None:
             else:
                 typer.echo(render_table(rel, max_rows))
         except duckdb.Error as exc:
+            if snapshot and file_damage(exc):  # a part that opened but whose blocks do not read back
+                fail(unreadable_snapshot(path, exc))
             if "read-only mode" in str(exc):  # the warehouse's refusal, or the read-only transaction's
                 fail(read_only_refusal("statements that write"))
             fail(f"{exc}".strip())
