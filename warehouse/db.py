@@ -23,6 +23,35 @@ class WarehouseLocked(duckdb.IOException):
     catch it; its message says who holds the file and what to do."""
 
 
+class WarehouseLogCorrupt(duckdb.IOException, ValueError):
+    """The warehouse's write-ahead log is damaged on disk and DuckDB cannot replay it, so the warehouse cannot be
+    opened at all. One line naming the file and what to do; ``reason`` is DuckDB's own. An IOException (as
+    DuckDB's failed opens: ``cryptowire sql`` and ``status`` report those) and a ValueError (``cryptowire
+    materialize`` reports those in one line); not a ``WarehouseLocked``, which callers wait out or retry."""
+
+    def __init__(self, wal: Path, reason: str) -> None:
+        self.wal, self.reason = wal, reason
+        super().__init__(
+            f"the warehouse's write-ahead log {wal} cannot be replayed ({reason}), so the warehouse does not open: "
+            f"run `cryptowire doctor`, which moves the log aside as {wal.name}.corrupt-<UTC time> (the commits it "
+            "holds are lost; the next `cryptowire materialize` fetches and scores again what the feeds still list)"
+        )
+
+
+def wal_path(path: Path) -> Path:
+    """DuckDB's write-ahead log of the database file ``path``."""
+    return Path(f"{path}.wal")
+
+
+def _corrupt_log(path: Path, exc: duckdb.Error) -> WarehouseLogCorrupt | None:
+    """DuckDB's "Failure while replaying WAL file ...: Corrupt WAL file: ... checksum ..." as our error."""
+    text = str(exc)
+    if "replaying WAL" not in text:
+        return None
+    reason = text.split('": ', 1)[-1].strip() if '": ' in text else text.strip()
+    return WarehouseLogCorrupt(wal_path(path), reason)
+
+
 def migrations() -> list[tuple[int, str, str]]:
     """``(version, name, sql)`` for every file in ``migrations/``, in order."""
     out = []
@@ -76,8 +105,11 @@ def _open(path: Path, read_only: bool, wait: float) -> duckdb.DuckDBPyConnection
     while True:
         try:
             return duckdb.connect(str(path), read_only=read_only)
-        except duckdb.IOException as exc:
-            if "lock" not in str(exc).lower():
+        except duckdb.Error as exc:
+            corrupt = _corrupt_log(path, exc)
+            if corrupt is not None:  # from None: a 55-line traceback said neither what the log is nor what to do
+                raise corrupt from None
+            if not isinstance(exc, duckdb.IOException) or "lock" not in str(exc).lower():
                 raise
             waited = time.monotonic() - started
             if waited >= wait:
@@ -94,7 +126,8 @@ def connect(
     """Open the warehouse; read-write connections are migrated to the latest schema first.
 
     While another process holds the file, the open retries for ``lock_wait`` seconds (default: 30 for a writer,
-    2 for a reader), then raises ``WarehouseLocked`` naming the holder and what to do.
+    2 for a reader), then raises ``WarehouseLocked`` naming the holder and what to do. A write-ahead log DuckDB
+    cannot replay raises ``WarehouseLogCorrupt`` (``cryptowire doctor`` moves it aside).
     """
     path = Path(path)
     if read_only:

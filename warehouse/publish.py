@@ -237,11 +237,15 @@ def _fsync(path: Path) -> None:
 def point_to(snapshots_dir: Path, name: str) -> None:
     """Atomically make ``CURRENT`` name the snapshot: readers see the old name or the new one, never a mix."""
     tmp = snapshots_dir / f".{POINTER}.{secrets.token_hex(4)}.tmp"
-    with open(tmp, "w") as f:
-        f.write(name + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, snapshots_dir / POINTER)
+    try:
+        with open(tmp, "w") as f:
+            f.write(name + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, snapshots_dir / POINTER)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a full disk: CURRENT still names the previous snapshot
+        raise
     _fsync(snapshots_dir)
 
 
@@ -303,30 +307,47 @@ def prune_snapshots(snapshots_dir: Path, keep: int = 3, holding_lock: bool = Fal
             continue
         _unlink(path)
         deleted.append(path)
-    all_parts = list_parts(snapshots_dir)
-    if not all_parts and not any(snapshots_dir.glob(f"{PART_PREFIX}*.json")):
+    if not list_parts(snapshots_dir) and not any(snapshots_dir.glob(f"{PART_PREFIX}*.json")):
         return deleted
     with parts.publish_lock(snapshots_dir, wait=False) if not holding_lock else _held() as free:
         if not free:
             return deleted
-        referenced: set[str] = set()
-        for manifest in list_snapshots(snapshots_dir):
-            if manifest.name.startswith(SET_PREFIX):
-                try:
-                    referenced.update(parts.set_parts(manifest))
-                except (OSError, ValueError, KeyError):
-                    # unreadable: keep every part (a repair points CURRENT elsewhere; pruning then collects it)
-                    return deleted
-        for sidecar in snapshots_dir.glob(f"{PART_PREFIX}*.json"):  # a crash between sidecar and part rename
-            if not sidecar.with_name(sidecar.name.removesuffix(".json") + PART_SUFFIX).exists():
-                sidecar.unlink(missing_ok=True)
-        for path in all_parts:
-            if path.name in referenced or in_use(path):
-                continue
-            _unlink(path)
-            path.with_name(parts.sidecar_name(path.name)).unlink(missing_ok=True)
+        found = orphans(snapshots_dir)
+        if found is None:  # a manifest unreadable: keep every part (a repair points CURRENT elsewhere first)
+            return deleted
+        orphan_parts, lone_sidecars = found
+        for sidecar in lone_sidecars:
+            sidecar.unlink(missing_ok=True)
+        for path in orphan_parts:
+            remove_part(path)
             deleted.append(path)
     return deleted
+
+
+def orphans(snapshots_dir: Path) -> tuple[list[Path], list[Path]] | None:
+    """Part files no set manifest in ``snapshots_dir`` references and no other process has open, and sidecars
+    whose part file is gone (a crash between the two renames); None when a manifest cannot be read (then no part
+    can be called unreferenced). Only true orphans while no publish runs: hold or test ``.publish.lock`` first,
+    since a publish writes its parts before the manifest that references them."""
+    from warehouse import parts
+
+    referenced: set[str] = set()
+    for manifest in list_snapshots(snapshots_dir):
+        if manifest.name.startswith(SET_PREFIX):
+            try:
+                referenced.update(parts.set_parts(manifest))
+            except (OSError, ValueError, KeyError):
+                return None
+    unreferenced = [p for p in list_parts(snapshots_dir) if p.name not in referenced and not in_use(p)]
+    lone = [s for s in sorted(snapshots_dir.glob(f"{PART_PREFIX}*.json"))
+            if not s.with_name(s.name.removesuffix(".json") + PART_SUFFIX).exists()]
+    return unreferenced, lone
+
+
+def remove_part(path: Path) -> None:
+    """A part file, its DuckDB log and its sidecar."""
+    _unlink(path)
+    path.with_name(path.name.removesuffix(PART_SUFFIX) + ".json").unlink(missing_ok=True)
 
 
 @contextmanager

@@ -5,9 +5,14 @@ counts and boundary keys; ``snapshots/CURRENT`` names it, replaced atomically as
 
 Crash safety: parts are written as ``.partial``, checkpointed, fsynced and renamed; sidecars and the manifest are
 written to a temp file, fsynced and renamed; ``CURRENT`` switches last. A crash leaves at worst partial files and
-complete parts or a manifest that ``CURRENT`` does not name: ``repair_snapshots`` removes the first, pruning the
-rest (parts no kept set references and no process holds open). A publish holds ``snapshots/.publish.lock``
-(flock) so that pruning elsewhere never takes the parts of a set being written for orphans.
+complete parts or a manifest that ``CURRENT`` does not name: ``repair_snapshots`` removes them all (parts no
+kept set references and no process holds open), as does pruning. A publish that raises (a full disk, a stop)
+removes what it wrote itself: a failed publish leaves the directory as it found it. A publish holds
+``snapshots/.publish.lock`` (flock) for its whole length so that pruning or a repair elsewhere never takes the
+parts of a set being written for orphans.
+
+A part whose file is not what was written (``build.damage``: size and SHA-256) is not reused: its period is
+built anew.
 """
 
 from __future__ import annotations
@@ -38,7 +43,16 @@ from warehouse.parts.changes import (
 from warehouse.parts.contents import stage, unstage
 from warehouse.parts.periods import HEAD, Cuts, period_range, serving_order
 from warehouse.parts.read import SET_FORMAT, is_set, read_manifest
-from warehouse.publish import SET_PREFIX, SET_SUFFIX, _fsync, current_snapshot, point_to, prune_snapshots
+from warehouse.publish import (
+    POINTER,
+    SET_PREFIX,
+    SET_SUFFIX,
+    _fsync,
+    current_snapshot,
+    point_to,
+    prune_snapshots,
+    remove_part,
+)
 
 LOCK = ".publish.lock"
 
@@ -65,6 +79,7 @@ class Previous:
     cuts: Cuts
     marks: dict[str, str | None]
     parts: dict[str, Part]  # period -> part, the head excluded
+    damaged: set[str]  # periods whose part is damaged on disk or unreadable: built anew
 
 
 def _previous(snapshots_dir: Path) -> Previous | None:
@@ -75,12 +90,16 @@ def _previous(snapshots_dir: Path) -> Previous | None:
         manifest = read_manifest(current)
         if manifest["format"] != SET_FORMAT:  # parts of an older format are not reused: every part is built anew
             return None
-        parts = {}
+        parts, damaged = {}, set()
         for entry in manifest["parts"]:
-            if entry["period"] != HEAD:
+            if entry["period"] == HEAD:
+                continue
+            try:
                 parts[entry["period"]] = Part.load(snapshots_dir, entry["name"])
+            except (OSError, ValueError, KeyError, TypeError):
+                damaged.add(entry["period"])
         marks = manifest["watermarks"]
-        return Previous(Cuts.at(datetime.fromisoformat(manifest["now"])), marks, parts)
+        return Previous(Cuts.at(datetime.fromisoformat(manifest["now"])), marks, parts, damaged)
     except (OSError, ValueError, KeyError, TypeError):
         return None  # unreadable: every part is built anew
 
@@ -114,70 +133,107 @@ def publish_set(
     snapshots_dir = Path(snapshots_dir)
     snapshots_dir.mkdir(parents=True, exist_ok=True)
     now = now or datetime.now(UTC).replace(tzinfo=None)
-    cuts = Cuts.at(now)
     with publish_lock(snapshots_dir):
-        prev = _previous(snapshots_dir)
-        reused: dict[str, Part] = {}
-        if prev is None or any(prev.marks.get(t) is None for t in SOURCES):
-            _, marks = changed_periods(con, cuts, {})
-            todo = set(period_aggregates(con, cuts))
-        else:
-            todo, marks = changed_periods(con, cuts, prev.marks)
-            todo |= periods_of_changed_stories(con, cuts, prev.marks["stories"])
-            if cuts.hour != prev.cuts.hour:  # the previous head's rows now fall in closed periods
-                todo |= periods_from(con, cuts, prev.cuts.hour)
-            for period, part in prev.parts.items():
-                lo, hi = period_range(period, prev.cuts)
-                if cuts.sql_key(lo) != period:  # closed into a longer period (hours into a day, days into a month)
-                    todo |= periods_from(con, cuts, lo, hi)  # (or split, should the clock have gone back)
-                elif period not in todo:
-                    reused[period] = part
-            # What stamps cannot show (deletions, corrected dates): whole-table counts and time sums against the
-            # reused parts' plus the rows of the periods to build and of the head.
-            fresh = range_aggregates(con, None, None, [period_range(p, cuts) for p in todo | {HEAD}], CHECKED)
-            kept = _sum_aggs(list(reused.values()))
-            expected = {t: [str(int(kept[t][i]) + int(fresh[t][i])) for i in ((0, 1) if CHECKED[t] else (0,))]
-                        for t in CHECKED}
-            if expected != totals(con):
-                full = period_aggregates(con, cuts)
-                for period, part in list(reused.items()):
-                    if period not in full or any(part.agg.get(t, _empty_agg()) != full[period].get(t, _empty_agg())
-                                                 for t in CHECKED):
-                        del reused[period]
-                todo |= {p for p in full if p not in reused}
-        todo = set(serving_order(sorted(todo - {HEAD}), cuts))
-        # The children of every article to serve anew are looked up once: closed periods to build and the head.
-        stage(con, [period_range(p, cuts) for p in [*todo, HEAD]])
+        created: list[str] = []  # file names this attempt wrote, in order: removed again should it raise
         try:
-            built = [build_part(con, snapshots_dir, p, cuts) for p in serving_order(sorted(todo), cuts)]
-            parts = [*reused.values(), *(p for p in built if p is not None)]
-            parts = [p for period in serving_order([p.period for p in parts], cuts) for p in parts if p.period == period]
-            if built:
-                _fsync(snapshots_dir)
-            crash_point("parts:written")
-            union: dict[str, set[str]] = {"newsSources": set(), "newsTopics": set(), "tickers": set()}
-            for part in parts:
-                for k, v in part.values.items():
-                    union.setdefault(k, set()).update(v)
-            tag = secrets.token_hex(4)
-            created_at = datetime.now(UTC).replace(tzinfo=None)
-            head = build_part(con, snapshots_dir, HEAD, cuts, head={
-                "tag": tag, "created_at": created_at, "values": {k: sorted(v) for k, v in union.items()},
-                "articles": sum(p.counts["news"] for p in parts), "events": sum(p.counts["events"] for p in parts),
-            })
-        finally:
-            unstage(con)
-        assert head is not None
-        parts.insert(0, head)
-        manifest_path = snapshots_dir / f"{SET_PREFIX}{_stamp()}{SET_SUFFIX}"
-        _write_json(manifest_path, {
-            "format": SET_FORMAT, "tag": tag, "created_at": created_at.isoformat(), "now": now.isoformat(),
-            "watermarks": marks, "articles": sum(p.counts["news"] for p in parts),
-            "events": sum(p.counts["events"] for p in parts), "parts": [p.entry() for p in parts],
-        })
-        _fsync(snapshots_dir)
-        crash_point("snapshot:written")
-        point_to(snapshots_dir, manifest_path.name)
-        crash_point("snapshot:published")
+            manifest_path = _publish(con, snapshots_dir, now, created)
+        except BaseException:
+            _discard(snapshots_dir, created)
+            raise
         prune_snapshots(snapshots_dir, keep, holding_lock=True)
+    return manifest_path
+
+
+def _discard(snapshots_dir: Path, created: list[str]) -> None:
+    """Remove the parts and the manifest of a publish that raised, unless ``CURRENT`` already names the
+    manifest (the failure came after the switch). Without this, every failed attempt on a full disk left its
+    parts behind, filling the disk further, and nothing but a later successful publish collected them."""
+    try:
+        named = (snapshots_dir / POINTER).read_text().strip()
+    except (OSError, ValueError):
+        named = None
+    if named in created:
+        return
+    for name in reversed(created):
+        if name.endswith(SET_SUFFIX) and name.startswith(SET_PREFIX):
+            (snapshots_dir / name).unlink(missing_ok=True)
+        else:
+            remove_part(snapshots_dir / name)
+
+
+def _publish(con: duckdb.DuckDBPyConnection, snapshots_dir: Path, now: datetime, created: list[str]) -> Path:
+    """The publish itself, under the lock; appends each file it completes to ``created``."""
+    cuts = Cuts.at(now)
+    prev = _previous(snapshots_dir)
+    reused: dict[str, Part] = {}
+    if prev is None or any(prev.marks.get(t) is None for t in SOURCES):
+        _, marks = changed_periods(con, cuts, {})
+        todo = set(period_aggregates(con, cuts))
+    else:
+        todo, marks = changed_periods(con, cuts, prev.marks)
+        todo |= periods_of_changed_stories(con, cuts, prev.marks["stories"])
+        if cuts.hour != prev.cuts.hour:  # the previous head's rows now fall in closed periods
+            todo |= periods_from(con, cuts, prev.cuts.hour)
+        for period in prev.damaged:  # its rows, wherever they fall now
+            todo |= periods_from(con, cuts, *period_range(period, prev.cuts))
+        for period, part in prev.parts.items():
+            lo, hi = period_range(period, prev.cuts)
+            if cuts.sql_key(lo) != period:  # closed into a longer period (hours into a day, days into a month)
+                todo |= periods_from(con, cuts, lo, hi)  # (or split, should the clock have gone back)
+            elif period not in todo:
+                reused[period] = part
+        # What stamps cannot show (deletions, corrected dates): whole-table counts and time sums against the
+        # reused parts' plus the rows of the periods to build and of the head.
+        fresh = range_aggregates(con, None, None, [period_range(p, cuts) for p in todo | {HEAD}], CHECKED)
+        kept = _sum_aggs(list(reused.values()))
+        expected = {t: [str(int(kept[t][i]) + int(fresh[t][i])) for i in ((0, 1) if CHECKED[t] else (0,))]
+                    for t in CHECKED}
+        if expected != totals(con):
+            full = period_aggregates(con, cuts)
+            for period, part in list(reused.items()):
+                if period not in full or any(part.agg.get(t, _empty_agg()) != full[period].get(t, _empty_agg())
+                                             for t in CHECKED):
+                    del reused[period]
+            todo |= {p for p in full if p not in reused}
+    todo = set(serving_order(sorted(todo - {HEAD}), cuts))
+    # The children of every article to serve anew are looked up once: closed periods to build and the head.
+    stage(con, [period_range(p, cuts) for p in [*todo, HEAD]])
+    try:
+        built: list[Part | None] = []
+        for period in serving_order(sorted(todo), cuts):
+            new = build_part(con, snapshots_dir, period, cuts)
+            if new is not None:
+                created.append(new.name)
+            built.append(new)
+        parts = [*reused.values(), *(p for p in built if p is not None)]
+        parts = [p for period in serving_order([p.period for p in parts], cuts) for p in parts if p.period == period]
+        if built:
+            _fsync(snapshots_dir)
+        crash_point("parts:written")
+        union: dict[str, set[str]] = {"newsSources": set(), "newsTopics": set(), "tickers": set()}
+        for part in parts:
+            for k, v in part.values.items():
+                union.setdefault(k, set()).update(v)
+        tag = secrets.token_hex(4)
+        created_at = datetime.now(UTC).replace(tzinfo=None)
+        head = build_part(con, snapshots_dir, HEAD, cuts, head={
+            "tag": tag, "created_at": created_at, "values": {k: sorted(v) for k, v in union.items()},
+            "articles": sum(p.counts["news"] for p in parts), "events": sum(p.counts["events"] for p in parts),
+        })
+    finally:
+        unstage(con)
+    assert head is not None
+    created.append(head.name)
+    parts.insert(0, head)
+    manifest_path = snapshots_dir / f"{SET_PREFIX}{_stamp()}{SET_SUFFIX}"
+    _write_json(manifest_path, {
+        "format": SET_FORMAT, "tag": tag, "created_at": created_at.isoformat(), "now": now.isoformat(),
+        "watermarks": marks, "articles": sum(p.counts["news"] for p in parts),
+        "events": sum(p.counts["events"] for p in parts), "parts": [p.entry() for p in parts],
+    })
+    created.append(manifest_path.name)
+    _fsync(snapshots_dir)
+    crash_point("snapshot:written")
+    point_to(snapshots_dir, manifest_path.name)
+    crash_point("snapshot:published")
     return manifest_path
