@@ -343,7 +343,8 @@ def test_a_corrupt_warehouse_log_is_one_line_and_doctor_moves_it_aside(tmp_path:
     assert would.startswith("would move warehouse.duckdb.wal aside: Corrupt WAL file"), would
     assert wal.read_bytes() == corrupt
 
-    for args in (["status"], ["sql", "SELECT count(*) FROM articles"]):
+    for args in (["status"], ["sql", "SELECT count(*) FROM articles"],
+                 ["export", "--table", "articles", "--out", str(tmp_path / "a.parquet")]):
         done = _cli(home, *args)
         assert "Traceback" not in done.stderr and "cryptowire doctor" in done.stdout + done.stderr, done
     sql = _cli(home, "sql", "SELECT count(*) FROM articles")

@@ -218,9 +218,10 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JSON,
     ) -> None:
         """Check and repair what a crash can leave in the data home: runs whose process is gone (marked failed)
-        and the pool slots they hold, unfinished snapshot files, a missing or dangling snapshots/CURRENT, a
-        warehouse log never checkpointed, a killed model build's temp directory. `cryptowire materialize` does the
-        same before every run."""
+        and the pool slots they hold, unfinished snapshot files, snapshot parts no set references, a missing or
+        dangling snapshots/CURRENT (a part damaged on disk makes its set incomplete), a warehouse log never
+        checkpointed (replayed) or damaged (moved aside, kept), a killed model build's temp directory.
+        `cryptowire materialize` does the same before every run."""
         from pipeline.jobs import InstanceError
         from pipeline.jobs import doctor as run_doctor
 

@@ -90,7 +90,7 @@ def export_table(warehouse: Path, table: str, fmt: str, out: Path) -> int:
 
     try:
         con = db.connect(warehouse, read_only=True)
-    except db.WarehouseLocked as exc:
+    except (db.WarehouseLocked, db.WarehouseLogCorrupt) as exc:
         raise RuntimeError(str(exc)) from exc
     try:
         if fmt == "parquet":
