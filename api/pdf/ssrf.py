@@ -72,10 +72,6 @@ class Url:
         """The canonical form, without fragment: what is fetched."""
         return f"{self.origin}{self.path_query}"
 
-    @property
-    def navigate_url(self) -> str:
-        return self.url + (f"#{self.fragment}" if self.fragment else "")
-
 
 @dataclass(frozen=True)
 class Pinned:
