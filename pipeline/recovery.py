@@ -28,6 +28,7 @@ import logging
 import os
 import secrets
 import socket
+import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -224,7 +225,7 @@ def recover(instance: Any, fix: bool = True) -> list[str]:
     return done
 
 
-def heartbeat(instance: Any, token: str, stop: Any) -> None:
+def heartbeat(instance: Any, token: str, stop: threading.Event) -> None:
     """Refresh the heartbeat tag of the run tagged with ``token`` until ``stop`` (a ``threading.Event``) is set.
     Runs in a thread beside an in-process materialization."""
     from dagster import RunsFilter

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import copy
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from warehouse.config import Settings
 
 REDACTED = "***"
 KEYLESS_PATHS = frozenset({"/", "/healthz", "/readyz", "/metrics", "/favicon.ico"})
@@ -75,7 +78,7 @@ def run_server(host: str, port: int, workers: int = 1, log_level: str = "info", 
     )
 
 
-def check_platform_store(settings: Any) -> None:
+def check_platform_store(settings: Settings) -> None:
     """Open the platform store once before serving (and migrate it, before the workers start): a bad or
     unreachable CRYPTOWIRE_DATABASE_URL is a one-line error here rather than a traceback from each worker."""
     from accounts import StoreConfigError, StoreUnavailable, open_store
@@ -87,7 +90,7 @@ def check_platform_store(settings: Any) -> None:
         fail(str(exc))
 
 
-def check_redis(settings: Any) -> None:
+def check_redis(settings: Settings) -> None:
     """Reach CRYPTOWIRE_REDIS_URL once before serving: with Redis down every metered request would get 503 while
     the server looked healthy. A URL of another scheme is a bad setting (exit 2), an unreachable one exit 1."""
     from urllib.parse import urlsplit
@@ -117,7 +120,7 @@ def check_redis(settings: Any) -> None:
              "fix the URL (the API meters every request through it)")
 
 
-def check_pdf_allow_hosts(settings: Any) -> None:
+def check_pdf_allow_hosts(settings: Settings) -> None:
     """Parse the PDF allow list before serving: a bad entry is a one-line error naming the variable, as every
     other bad setting is, rather than uvicorn's traceback from the app's start-up."""
     import json
