@@ -376,6 +376,18 @@ def _is_leaf(t: Any) -> bool:
     return not isinstance(t, GraphQLObjectType | GraphQLList | GraphQLNonNull)
 
 
+_SURPRISES: set[str] = set()  # exception types already logged: once each per process, not once per request
+
+
+def _surprise(exc: Exception) -> None:
+    """A fast-executor failure that is not the client's: a bug the reference executor hides by answering (the
+    request runs its queries twice), so it is logged once per exception type, at WARNING, with its traceback."""
+    name = type(exc).__name__
+    if name not in _SURPRISES:
+        _SURPRISES.add(name)
+        log.warning("fast executor fell back on %s (logged once per type): %s", name, exc, exc_info=exc)
+
+
 class FastExecutor:
     def __init__(self, plan: Plan, ctx: Context) -> None:
         self.plan = plan
@@ -510,6 +522,6 @@ def execute_plan(plan: Plan, ctx: Context, fast: bool = True) -> Outcome:
         except CacheMiss:
             raise
         except Exception as exc:  # any surprise: let the reference executor produce spec-shaped errors
-            if not isinstance(exc, _Fallback | ApiError):
-                log.debug("fast executor fell back: %r", exc)
+            if not isinstance(exc, _Fallback | ApiError | GraphQLError | ValueError):  # those are the client's
+                _surprise(exc)
     return execute_reference(plan, ctx)

@@ -163,10 +163,10 @@ def main() -> None:
     env.pop("CRYPTOWIRE_REDIS_URL", None)
     settings = Settings(home=home, plans_file=home / "plans.yaml", redis_url=None)
 
-    from accounts import PlatformStore, load_plans
+    from accounts import SqliteStore, load_plans
     from tests.support.metered import DEFAULT_COST
 
-    store = PlatformStore(settings.platform_db)
+    store = SqliteStore(settings.platform_db)
     store.sync_plans(load_plans(settings.plans_file).values())
     key_id, key = store.create_key("bench", "bench", ["news"])
 

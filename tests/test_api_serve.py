@@ -59,9 +59,9 @@ def test_serve_runs_the_app_and_redacts_keys_from_the_access_log(tmp_path: Path,
     home = tmp_path / "home"
     build(home, Data(make_articles(30, 10), make_events(5)))
     port = free_port()
-    from accounts import PlatformStore, load_plans
+    from accounts import SqliteStore, load_plans
 
-    store = PlatformStore(home / "platform.sqlite")
+    store = SqliteStore(home / "platform.sqlite")
     store.sync_plans(load_plans().values())
     _, secret = store.create_key("serve test", "pro", ["news", "events"])
     store.close()
