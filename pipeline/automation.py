@@ -19,8 +19,10 @@ ON_CHANGE = EAGER.replace(
         dg.AutomationCondition.data_version_changed() | dg.AutomationCondition.will_be_requested()
     ).with_label("any_deps_changed"),
 )
-# Runs the daemon starts are run again (from the step they were in) when their process dies: see dagster.yaml.
-RETRY_TAGS = {"dagster/max_retries": "2"}
+# Runs the daemon starts are run again when their process dies (dagster.yaml). Whole: a run killed while its steps
+# waited for the writer pool has no failed step to resume from ("No steps needed to be retried"), and every asset
+# here is idempotent (a step that had finished finds nothing left to do).
+RETRY_TAGS = {"dagster/max_retries": "2", "dagster/retry_strategy": "ALL_STEPS"}
 # A root asset nothing upstream updates (the asset registry, today's prices) runs when it is missing, from the
 # sensor's very first evaluation: eager and on_missing skip what is already missing then, and every asset after it
 # would wait on it forever in a deployment that only runs the daemon. Once, not at every tick while it fails.

@@ -2,7 +2,7 @@
 run's step runs, the daemon, its code server and the run's worker are all killed with SIGKILL. Nothing is left to
 report the run's end: it stays STARTED and holds the writer pool's slot. Once the daemon is started again, the
 `recover_dead_runs` sensor marks the run failed and frees its slot, and the next scheduled run succeeds, with
-nobody touching the data home; the daemon also runs the dead run again from the step it was in.
+nobody touching the data home; the daemon also runs the dead run again.
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def test_a_scheduled_run_cut_off_mid_step_is_recovered_by_the_daemon(tmp_path: P
             runs = _runs(home)
             dead = [r for r, msg in runs if "Marked failed by cryptowire's recovery" in msg]
             ok = [r for r, _ in runs if r.status.value == "SUCCESS"]
-            # the dead run is run again from its step (dagster.yaml run_retries; RETRY_TAGS on the daemon's runs),
+            # the dead run is run again (dagster.yaml run_retries; RETRY_TAGS on the daemon's runs),
             # not only replaced by the next poll: downstream runs killed the same way have no next change to wait for
             retried = [r for r in ok if r.parent_run_id == run_id and r.tags.get("dagster/retry_number") == "1"]
             if dead and retried:
@@ -137,6 +137,6 @@ def test_every_run_the_daemon_starts_may_be_run_again_after_its_process_dies() -
 
     retries = yaml.safe_load(DAGSTER_YAML.read_text())["run_retries"]
     assert retries == {"enabled": True, "max_retries": 0, "retry_on_asset_or_op_failure": False}
-    assert automation_sensor.run_tags == RETRY_TAGS == {"dagster/max_retries": "2"}
+    assert automation_sensor.run_tags == RETRY_TAGS == {"dagster/max_retries": "2", "dagster/retry_strategy": "ALL_STEPS"}
     maintenance = next(s for s in schedules(Settings()) if s.name == "daily_maintenance")
     assert maintenance.tags == RETRY_TAGS
