@@ -74,6 +74,18 @@ def backfill_args() -> list[str]:
             DAY.isoformat(), "--timeout", "120", "--json"]
 
 
+def run_beside_a_worker(script: str, env: dict[str, str], log: Path,
+                        worker_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run a Python ``script`` (a backfill, patched) while one real worker serves the queue."""
+    worker = start_worker({**env, **(worker_env or {})}, log)
+    try:
+        wait_ready(worker, log)
+        return subprocess.run([sys.executable, "-c", script], env=env, cwd=PROJECT, capture_output=True, text=True,
+                              timeout=300)
+    finally:
+        stop(worker)
+
+
 def scored(home: Path) -> int:
     con = db.connect(home / "warehouse.duckdb", read_only=True)
     try:
@@ -134,14 +146,7 @@ pipeline.workers.queue = queue_with_stale_marker
 sys.argv = ["cryptowire", *{backfill_args()[3:]!r}]
 main()
 """
-    log = tmp_path / "worker.log"
-    worker = start_worker(env, log)
-    try:
-        wait_ready(worker, log)
-        out = subprocess.run([sys.executable, "-c", script], env=env, cwd=PROJECT, capture_output=True, text=True,
-                             timeout=300)
-    finally:
-        stop(worker)
+    out = run_beside_a_worker(script, env, tmp_path / "worker.log")
     assert out.returncode == 1, out
     [part] = json.loads(out.stdout)["partitions"]
     assert part["status"] == "failed" and f"{PER_DAY} of its articles are still unscored" in part["error"], part
@@ -175,14 +180,7 @@ pipeline.workers.queue = queue_with_one_stale_marker
 sys.argv = ["cryptowire", "backfill", "--since", "2026-03-02", "--until", "2026-03-03", "--timeout", "120", "--json"]
 main()
 """
-    log = tmp_path / "worker.log"
-    worker = start_worker({**env, "CRYPTOWIRE_TEST_PARTITION_HOLD": "6"}, log)
-    try:
-        wait_ready(worker, log)
-        out = subprocess.run([sys.executable, "-c", script], env=env, cwd=PROJECT, capture_output=True, text=True,
-                             timeout=300)
-    finally:
-        stop(worker)
+    out = run_beside_a_worker(script, env, tmp_path / "worker.log", {"CRYPTOWIRE_TEST_PARTITION_HOLD": "6"})
     assert "unreachable" not in out.stderr + out.stdout, out
     parts = sorted(json.loads(out.stdout)["partitions"], key=lambda p: p["day"])
     assert [p["status"] for p in parts] == ["failed", "merged"], parts

@@ -22,7 +22,7 @@ from api.access import StaticKeys
 from api.app import create_app
 from api.pdf.params import parse_params
 from api.pdf.render import FETCHING, deadline_error
-from tests.support.apiserver import ApiServer, free_port
+from tests.support.apiserver import ApiServer, PdfEnv, free_port
 from tests.support.httpserver import LocalServer, Reply, RequestHandler, hang, static
 from warehouse.config import Settings
 
@@ -34,18 +34,9 @@ PNG_1PX = bytes.fromhex(
 
 
 @dataclass
-class Env:
-    api: ApiServer
+class Env(PdfEnv):
     page: LocalServer
     secret: LocalServer
-    app: Any
-
-    def get(self, timeout: float = 60, **params: Any) -> httpx.Response:
-        return httpx.get(self.api.url(PDF), params=params, timeout=timeout)
-
-    @property
-    def pool(self) -> Any:
-        return self.app.state.cw.extras["pdf_pool"]
 
 
 def delayed(seconds: float, body: bytes, content_type: str) -> Any:
@@ -127,7 +118,7 @@ window.open("{s}/secret");
         )
         app = create_app(settings, access=StaticKeys(["k"]))
         with ApiServer(app) as api:
-            yield Env(api, page, secret, app)
+            yield Env(api=api, app=app, page=page, secret=secret)
         assert secret.seen == [], [x.path for x in secret.seen]
 
 

@@ -29,7 +29,7 @@ from api.pdf import egress, render
 from api.pdf.filename import content_disposition
 from api.pdf.params import parse_params
 from api.pdf.ssrf import Policy
-from tests.support.apiserver import ApiServer, free_port
+from tests.support.apiserver import ApiServer, PdfEnv, free_port
 from tests.support.httpserver import LocalServer, Reply, RequestHandler, static
 from warehouse.config import Settings
 
@@ -99,18 +99,9 @@ def delayed(seconds: float, body: str) -> Any:
 
 
 @dataclass
-class Env:
-    api: ApiServer
+class Env(PdfEnv):
     page: LocalServer
     silent: SilentServer
-    app: Any
-
-    def get(self, timeout: float = 60, **params: Any) -> httpx.Response:
-        return httpx.get(self.api.url(PDF), params=params, timeout=timeout)
-
-    @property
-    def pool(self) -> Any:
-        return self.app.state.cw.extras["pdf_pool"]
 
 
 def silent_images(port: int, n: int) -> str:
@@ -143,7 +134,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         app = create_app(settings, access=StaticKeys(["k"]))
         try:
             with ApiServer(app) as api:
-                yield Env(api, page, silent, app)
+                yield Env(api=api, app=app, page=page, silent=silent)
         finally:
             silent.close()
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
+import httpx
 import uvicorn
 
 
@@ -42,3 +44,21 @@ class ApiServer:
     def __exit__(self, *exc: object) -> None:
         self.server.should_exit = True
         self._thread.join(timeout=30)
+
+
+PDF_PATH = "/api/html-to-pdf/k"  # the PDF endpoint under the test key "k"
+
+
+@dataclass
+class PdfEnv:
+    """An app serving the PDF endpoint under the key "k"; each PDF test module adds the page servers it needs."""
+
+    api: ApiServer
+    app: Any
+
+    def get(self, timeout: float = 60, **params: Any) -> httpx.Response:
+        return httpx.get(self.api.url(PDF_PATH), params=params, timeout=timeout)
+
+    @property
+    def pool(self) -> Any:
+        return self.app.state.cw.extras["pdf_pool"]
