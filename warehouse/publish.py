@@ -30,10 +30,11 @@ from __future__ import annotations
 import fcntl
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TextIO
 
 import duckdb
 
@@ -234,18 +235,25 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def point_to(snapshots_dir: Path, name: str) -> None:
-    """Atomically make ``CURRENT`` name the snapshot: readers see the old name or the new one, never a mix."""
-    tmp = snapshots_dir / f".{POINTER}.{secrets.token_hex(4)}.tmp"
+def write_atomically(path: Path, write: Callable[[TextIO], object]) -> None:
+    """Replace ``path`` with what ``write`` writes to a text file, atomically: a temp file ``.<name>.<random>.tmp``
+    beside it, fsynced, renamed (the caller fsyncs the directory). A failed write (a full disk) leaves no temp file
+    and the old file as it was."""
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
     try:
         with open(tmp, "w") as f:
-            f.write(name + "\n")
+            write(f)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, snapshots_dir / POINTER)
+        os.replace(tmp, path)
     except BaseException:
-        tmp.unlink(missing_ok=True)  # a full disk: CURRENT still names the previous snapshot
+        tmp.unlink(missing_ok=True)
         raise
+
+
+def point_to(snapshots_dir: Path, name: str) -> None:
+    """Atomically make ``CURRENT`` name the snapshot: readers see the old name or the new one, never a mix."""
+    write_atomically(snapshots_dir / POINTER, lambda f: f.write(name + "\n"))
     _fsync(snapshots_dir)
 
 
@@ -346,8 +354,10 @@ def orphans(snapshots_dir: Path) -> tuple[list[Path], list[Path]] | None:
 
 def remove_part(path: Path) -> None:
     """A part file, its DuckDB log and its sidecar."""
+    from warehouse import parts
+
     _unlink(path)
-    path.with_name(path.name.removesuffix(PART_SUFFIX) + ".json").unlink(missing_ok=True)
+    path.with_name(parts.sidecar_name(path.name)).unlink(missing_ok=True)
 
 
 @contextmanager

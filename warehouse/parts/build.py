@@ -29,7 +29,15 @@ from warehouse.parts.changes import CHECKED, range_aggregates
 from warehouse.parts.contents import INDEXES, VALUES_SQL, _part_sql
 from warehouse.parts.periods import EPOCH, Cuts, period_range
 from warehouse.parts.read import PAGED, SET_FORMAT, TABLES
-from warehouse.publish import PART_PREFIX, PART_SUFFIX, PARTIAL, ROW_GROUP_SIZE, _fsync, _unlink
+from warehouse.publish import (
+    PART_PREFIX,
+    PART_SUFFIX,
+    PARTIAL,
+    ROW_GROUP_SIZE,
+    _fsync,
+    _unlink,
+    write_atomically,
+)
 
 _US = timedelta(microseconds=1)
 TIME_COLUMN = {"news": "published_at", "stories": "first_seen", "events": "created_at"}
@@ -100,18 +108,7 @@ def _stamp(now: datetime | None = None) -> str:
 
 
 def _write_json(path: Path, data: Any) -> None:
-    """Atomically: a temp file, fsynced, renamed (the caller fsyncs the directory). A failed write (a full disk)
-    leaves no temp file behind."""
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    try:
-        with open(tmp, "w") as f:
-            json.dump(data, f, separators=(",", ":"))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_atomically(path, lambda f: json.dump(data, f, separators=(",", ":")))
 
 
 def build_part(
