@@ -2,7 +2,7 @@
 
     .venv/bin/python models/eval/build_sentiment_news.py --items ITEMS.jsonl [...] --labels DIR [...]
 
-``ITEMS.jsonl``: the collected items (as for build_events_unseen.py: key, publisher, domain, published_at,
+``ITEMS.jsonl``: the collected items (as for pipeline/events/build_unseen.py: key, publisher, domain, published_at,
 title, ...). ``DIR``: the readers' files ``<chunk>.r<N>.jsonl``, one line per headline (key, label), each reader
 having seen the headline alone under the guideline of models/eval/README.md. The label is the majority of the
 three votes (the votes are kept, as soft labels for training); the split is models.splits.split_of. Prints the

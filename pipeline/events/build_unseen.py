@@ -1,6 +1,6 @@
 """Assemble models/eval/events_unseen.jsonl from collected news items and the blind readers' label files.
 
-    .venv/bin/python models/eval/build_events_unseen.py --items ITEMS.jsonl --labels DIR [--readers 3]
+    .venv/bin/python -m pipeline.events.build_unseen --items ITEMS.jsonl --labels DIR [--readers 3]
 
 ``ITEMS.jsonl``: one collected item per line (key, publisher, domain, published_at, title, summary, link, guid,
 provenance {repo, commit, path, licence}). ``DIR``: the readers' files, ``<chunk>.r<N>.jsonl``, one line per
@@ -19,11 +19,8 @@ from collections import Counter, defaultdict
 from datetime import datetime
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
-from models.splits import TEST_FROM, TEST_PUBLISHERS, split_of  # noqa: E402
-from pipeline.events.unseen import UNSEEN_PATH  # noqa: E402
+from models.splits import TEST_FROM, TEST_PUBLISHERS, split_of
+from pipeline.events.unseen import UNSEEN_PATH
 
 KINDS = {"price_threshold", "etf_decision", "listing", "upgrade_or_launch", "token_unlock", "governance_vote"}
 

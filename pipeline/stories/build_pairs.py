@@ -7,8 +7,8 @@
    texts readers see (publisher, time, title, start of summary) and nothing about how they were picked.
 2. ``merge``: adds the pairs with their three readers' labels (majority = label, votes kept) to ``story_pairs.jsonl``.
 
-    python -m models.eval.build_story_pairs candidates --split dev --n 900 --seed 11 --out WORKDIR
-    python -m models.eval.build_story_pairs merge --out WORKDIR --batch 2
+    python -m pipeline.stories.build_pairs candidates --split dev --n 900 --seed 11 --out WORKDIR
+    python -m pipeline.stories.build_pairs merge --out WORKDIR --batch 2
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
-EVAL = Path(__file__).resolve().parent
+EVAL = Path(__file__).resolve().parents[2] / "models" / "eval"
 PAIRS = EVAL / "story_pairs.jsonl"
 # (low, high, share of the sample): the 0.55-0.85 band is where the grouping's errors are.
 BANDS = ((0.85, 1.01, 0.15), (0.70, 0.85, 0.30), (0.55, 0.70, 0.25), (0.40, 0.55, 0.12))
