@@ -20,6 +20,7 @@ def _settings(feeds: Path | None = None) -> Any:
     if feeds is not None:
         if not feeds.exists():
             fail(f"feeds file {feeds} does not exist: pass a YAML file with a top-level `feeds:` list")
+        # The environment, not an argument: the run's step processes and the assets read settings from it.
         os.environ["CRYPTOWIRE_FEEDS_FILE"] = str(feeds.resolve())
         get_settings.cache_clear()
     return get_settings()
