@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline.events.derive import ArticleIn, derive_article  # noqa: E402
 from pipeline.events.evaluate import _tagging  # noqa: E402
+from pipeline.events.mentions import AssetFinder  # noqa: E402
 from pipeline.events.price_training import TRAINING_PARTS, training_rows  # noqa: E402
-from pipeline.events.templates import AssetFinder  # noqa: E402
 from pipeline.events.unseen import SHIPPED_KINDS, development_items, matches  # noqa: E402
 
 

@@ -289,7 +289,7 @@ def test_duplicate_questions_never_survive_derivation_of_many_articles() -> None
 
 
 def test_asset_finder_longest_name_symbols_possessives() -> None:
-    from pipeline.events.templates import AssetFinder
+    from pipeline.events.mentions import AssetFinder
 
     finder = AssetFinder(NAMES)
     text = "Bitcoin Cash beats Bitcoin's week as $SOL, Ether and Shiba Inu's ETH-USDT pair rise; bitcoin-backed loans"

@@ -11,7 +11,9 @@ from functools import lru_cache
 from pipeline.events.dates import default_price_date
 from pipeline.events.ids import event_id
 from pipeline.events.learned import Candidate, candidates, default_model
+from pipeline.events.mentions import AssetFinder, Mention
 from pipeline.events.numbers import find_amounts, format_money
+from pipeline.events.price import find_price
 from pipeline.events.reference import DIRECTION_MARGIN, Reference, default_reference
 from pipeline.events.templates import (
     ETF,
@@ -19,21 +21,17 @@ from pipeline.events.templates import (
     PRICE,
     UNLOCK,
     UPGRADE,
-    AssetFinder,
     Found,
-    Mention,
-    clean,
     find_etf,
     find_listing,
-    find_price,
     find_unlock,
     find_upgrade,
     is_noun_phrase,
     pick_date,
-    sentences,
     upgrade_name,
     write,
 )
+from pipeline.events.text import clean, sentences
 from warehouse.db import naive_utc
 
 OPTIONS = ("Yes", "No")

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.events.derive import ArticleIn, EventCandidate, derive_article, derive_events
-from pipeline.events.templates import KINDS, AssetFinder
+from pipeline.events.mentions import AssetFinder
+from pipeline.events.templates import KINDS
 
 PROJECT = Path(__file__).resolve().parents[2]
 EVAL_PATH = PROJECT / "models" / "eval" / "events.jsonl"

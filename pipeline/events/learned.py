@@ -1,6 +1,6 @@
 """A learned second look at price levels the rules pass over.
 
-The rules (``templates.find_price``) need a forward-looking cue next to a level; headlines word such questions in
+The rules (``price.find_price``) need a forward-looking cue next to a level; headlines word such questions in
 more ways than any list of cues ("Will $41 be the bounce-back zone for AVAX?", "Is $5,000 in sight?"). When the
 rules derive nothing from an article, every dollar amount the rules' own filters let through (not a count,
 holding or market cap; an asset of the article found for it; later, within the reference band) is a candidate,
@@ -20,8 +20,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pipeline.events.reference import DIRECTION_MARGIN, Reference
-from pipeline.events.templates import (
+from pipeline.events.mentions import Mention
+from pipeline.events.numbers import find_amounts
+from pipeline.events.price import (
     _CONDITION,
     _COUNT_AFTER,
     _COUNT_BEFORE,
@@ -30,15 +31,12 @@ from pipeline.events.templates import (
     _NOT_A_PRICE,
     _PAST_GUARD,
     FIRST_TIME,
-    MAX_PRICE,
     PREP_BEFORE,
-    PRICE,
-    Found,
-    Mention,
     _asset_for,
-    find_amounts,
     prep_direction,
 )
+from pipeline.events.reference import DIRECTION_MARGIN, Reference
+from pipeline.events.templates import MAX_PRICE, PRICE, Found
 
 MODEL_PATH = Path(__file__).resolve().with_name("data") / "price_model.json"
 UNITS = 3  # the headline and the first two summary sentences

@@ -29,8 +29,9 @@ def training_rows(parts: tuple[str, ...] = TRAINING_PARTS) -> tuple[list[dict[st
     question). The test part is never loaded."""
     from pipeline.events.derive import viable_candidates
     from pipeline.events.evaluate import _tagging
+    from pipeline.events.mentions import AssetFinder
     from pipeline.events.reference import default_reference
-    from pipeline.events.templates import AssetFinder, clean, sentences
+    from pipeline.events.text import clean, sentences
     from pipeline.events.unseen import development_items, matches
     from warehouse.db import naive_utc
 
