@@ -77,6 +77,50 @@ def _unscored(con: Any, part: Any, model_version: str, tagger_version: str) -> i
     ).fetchall()[0][0]
 
 
+def _finished(pending: dict[str, Any], results: dict[str, Any], outcomes: dict[str, PartitionOutcome],
+              say: Callable[[str], None]) -> list[tuple[Any, dict | None]]:
+    """The queued days whose task ended: (part, its result), or (part, None) for a task that failed."""
+    from pipeline.workers import app
+
+    done: list[tuple[Any, dict | None]] = []
+    for task_id, part in pending.items():
+        res = results[task_id] or app.AsyncResult(task_id)
+        results[task_id] = res
+        if res.state == "SUCCESS":
+            done.append((part, res.result))
+        elif res.state == "FAILURE":
+            outcome = outcomes[part.input_id]
+            outcome.status, outcome.error = "failed", f"{type(res.result).__name__}: {res.result}"
+            say(f"partition {part.day} failed: {outcome.error}")
+            done.append((part, None))
+    return done
+
+
+def _apply(con: Any, part: Any, value: dict, outcome: PartitionOutcome, versions: tuple[str, str],
+           say: Callable[[str], None]) -> None:
+    """Merge one computed day into the warehouse (the caller holds the writer lock) and record how it went."""
+    from pipeline.partitions import finish_partition, merge_result
+
+    outcome.worker, outcome.computed = value.get("worker"), value.get("computed")
+    if part.result_path.exists():
+        merged = merge_result(con, part.result_path)
+        outcome.applied, outcome.stale = merged.applied, merged.stale
+        finish_partition(part, merged)
+        outcome.status = "merged"
+    elif (merged_file := part.input_path.with_name(f"merged-{part.input_id}.json")).exists():
+        # merged by another run of the same work, if the warehouse shows it
+        left = _unscored(con, part, *versions)
+        outcome.status = "failed" if left else "merged"
+        if left:
+            outcome.error = (f"{merged_file.name} says merged but {left} of its articles are still "
+                             "unscored; run the same backfill again")
+            say(f"partition {part.day} failed: {outcome.error}")
+    else:
+        outcome.status = "failed"
+        outcome.error = f"{part.result_path} is missing after the worker reported it done"
+        say(f"partition {part.day} failed: {outcome.error}")
+
+
 def run_backfill(
     settings: Settings,
     since: date,
@@ -87,7 +131,7 @@ def run_backfill(
 ) -> BackfillReport:
     from models.sentiment.model import int8_model_version
     from models.tagging import get_tagger
-    from pipeline.partitions import export_partitions, finish_partition, merge_result
+    from pipeline.partitions import export_partitions
     from pipeline.runlock import exclusive
     from pipeline.workers import configure, queue
     from warehouse import db
@@ -139,12 +183,10 @@ def run_backfill(
     from redis.exceptions import ConnectionError as RedisConnectionError
     from redis.exceptions import TimeoutError as RedisTimeoutError
 
-    from pipeline.workers import app
-
     redis_lost: float | None = None
     checked = time.monotonic()
     while pending:
-        done = []
+        done: list[tuple[Any, dict | None]] = []
         try:
             if redis_lost is not None or time.monotonic() - checked > RESTART_CHECK_SECONDS:
                 checked = time.monotonic()
@@ -157,16 +199,7 @@ def run_backfill(
                     pending = dict(zip([r.id for r in sent], parts_left, strict=True))
                     results = {task_id: None for task_id in pending}
                     client.set(marker, "queued", ex=MARKER_SECONDS)
-            for task_id, part in pending.items():
-                res = results[task_id] or app.AsyncResult(task_id)
-                results[task_id] = res
-                if res.state == "SUCCESS":
-                    done.append((part, res.result))
-                elif res.state == "FAILURE":
-                    outcome = outcomes[part.input_id]
-                    outcome.status, outcome.error = "failed", f"{type(res.result).__name__}: {res.result}"
-                    say(f"partition {part.day} failed: {outcome.error}")
-                    done.append((part, None))
+            done = _finished(pending, results, outcomes, say)
         except (RedisConnectionError, RedisTimeoutError, OperationalError, redis.RedisError) as exc:
             # Redis restarting: the next poll reconnects (the workers reconnect by themselves too)
             redis_lost = redis_lost or time.monotonic()
@@ -189,27 +222,8 @@ def run_backfill(
                     continue
                 try:
                     for part, value in done:
-                        if value is None:
-                            continue
-                        outcome = outcomes[part.input_id]
-                        outcome.worker, outcome.computed = value.get("worker"), value.get("computed")
-                        if part.result_path.exists():
-                            merged = merge_result(con, part.result_path)
-                            outcome.applied, outcome.stale = merged.applied, merged.stale
-                            finish_partition(part, merged)
-                            outcome.status = "merged"
-                        elif (merged_file := part.input_path.with_name(f"merged-{part.input_id}.json")).exists():
-                            # merged by another run of the same work, if the warehouse shows it
-                            left = _unscored(con, part, model_version, tagger_version)
-                            outcome.status = "failed" if left else "merged"
-                            if left:
-                                outcome.error = (f"{merged_file.name} says merged but {left} of its articles are still "
-                                                 "unscored; run the same backfill again")
-                                say(f"partition {part.day} failed: {outcome.error}")
-                        else:
-                            outcome.status = "failed"
-                            outcome.error = f"{part.result_path} is missing after the worker reported it done"
-                            say(f"partition {part.day} failed: {outcome.error}")
+                        if value is not None:
+                            _apply(con, part, value, outcomes[part.input_id], (model_version, tagger_version), say)
                 finally:
                     con.close()
             for part, _ in done:
