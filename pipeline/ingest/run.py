@@ -30,6 +30,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 import duckdb
 import polars as pl
@@ -200,8 +201,6 @@ def _download(
 def _merge(con: duckdb.DuckDBPyConnection, active: list[Feed], got_all: _Downloaded, run_id: str) -> IngestReport:
     fetched, parsed, parse_ms = got_all.fetched, got_all.parsed, got_all.parse_ms
     t0, t_fetched, run_started = got_all.t0, got_all.t_fetched, got_all.started_at
-    cols: dict[str, list] = {c: [] for c in raw.ARTICLE_COLUMNS}
-    owner: dict[str, int] = {}  # article id -> index of the result (feed) whose row is merged
     copies: dict[str, list[tuple[int, Feed, dict]]] = {}  # article id -> (result index, feed, row) per copy
     results: list[FeedResult] = []
     state_rows: list[dict] = []
@@ -251,42 +250,12 @@ def _merge(con: duckdb.DuckDBPyConnection, active: list[Feed], got_all: _Downloa
             assert aid is not None  # a titled entry is known by its link, guid or title
             if any(copy[1] is feed for copy in copies.get(aid, ())):
                 continue  # twice in one feed: its first
-            when, inferred = published_at(entry.published, fetched_at)
-            copies.setdefault(aid, []).append((len(results) - 1, feed, dict((
-                ("id", aid),
-                ("source_name", feed.name),
-                ("feed_url", feed.url),
-                ("url", entry.url),
-                ("guid", entry.guid),
-                ("title", entry.title),
-                ("summary", entry.summary),
-                ("content_html", entry.content_html),
-                ("authors", entry.authors),
-                ("categories", entry.categories),
-                ("image_url", entry.image_url),
-                ("published_at", when),
-                ("date_inferred", inferred),
-                ("fetched_at", fetched_at),
-                ("updated_at", fetched_at),
-                ("language", language),
-                ("content_hash", content_hash(entry)),
-            ))))
+            copies.setdefault(aid, []).append((len(results) - 1, feed, _row(aid, entry, feed, fetched_at, language)))
         if untitled:
             note = f"{untitled} items skipped: no title"
             result.warning = f"{result.warning}; {note}" if result.warning else note
 
-    # One row per article: the first copy (feeds in file order), unless the article is stored already and another
-    # copy comes from the source that first brought it, the only one that updates it (warehouse.raw).
-    stored = raw.stored_sources(con, [aid for aid, found in copies.items() if len(found) > 1])
-    for aid, found in copies.items():
-        index, _, row = found[0]
-        if aid in stored:
-            first_url, first_name = stored[aid]
-            index, _, row = next((c for c in found if c[1].url == first_url or c[1].name == first_name), found[0])
-        owner[aid] = index
-        for name, value in row.items():
-            cols[name].append(value)
-    articles = raw.article_frame(cols)
+    articles, owner = _one_row_each(con, copies)
     t_built = time.perf_counter()
     crash_point("ingest:fetched")
     with transaction(con):
@@ -328,6 +297,36 @@ def _merge(con: duckdb.DuckDBPyConnection, active: list[Feed], got_all: _Downloa
     if report.all_failed:
         raise AllFeedsFailed(report)
     return report
+
+
+def _row(aid: str, entry: Any, feed: Feed, fetched_at: datetime, language: str | None) -> dict[str, Any]:
+    when, inferred = published_at(entry.published, fetched_at)
+    return {
+        "id": aid, "source_name": feed.name, "feed_url": feed.url, "url": entry.url, "guid": entry.guid,
+        "title": entry.title, "summary": entry.summary, "content_html": entry.content_html, "authors": entry.authors,
+        "categories": entry.categories, "image_url": entry.image_url, "published_at": when,
+        "date_inferred": inferred, "fetched_at": fetched_at, "updated_at": fetched_at, "language": language,
+        "content_hash": content_hash(entry),
+    }
+
+
+def _one_row_each(con: duckdb.DuckDBPyConnection, copies: dict[str, list[tuple[int, Feed, dict]]],
+                  ) -> tuple[pl.DataFrame, dict[str, int]]:
+    """One row per article, and the index of the feed result it counts for: the first copy (feeds in file order),
+    unless the article is stored already and another copy comes from the source that first brought it, the only
+    one that updates it (warehouse.raw)."""
+    cols: dict[str, list] = {c: [] for c in raw.ARTICLE_COLUMNS}
+    owner: dict[str, int] = {}
+    stored = raw.stored_sources(con, [aid for aid, found in copies.items() if len(found) > 1])
+    for aid, found in copies.items():
+        index, _, row = found[0]
+        if aid in stored:
+            first_url, first_name = stored[aid]
+            index, _, row = next((c for c in found if c[1].url == first_url or c[1].name == first_name), found[0])
+        owner[aid] = index
+        for name, value in row.items():
+            cols[name].append(value)
+    return raw.article_frame(cols), owner
 
 
 def _fetch_frame(run_id: str, results: list[FeedResult]) -> pl.DataFrame:
