@@ -299,7 +299,7 @@ def _merge(con: duckdb.DuckDBPyConnection, active: list[Feed], got_all: _Downloa
     return report
 
 
-def _row(aid: str, entry: Any, feed: Feed, fetched_at: datetime, language: str | None) -> dict[str, Any]:
+def _row(aid: str, entry: Entry, feed: Feed, fetched_at: datetime, language: str | None) -> dict[str, Any]:
     when, inferred = published_at(entry.published, fetched_at)
     return {
         "id": aid, "source_name": feed.name, "feed_url": feed.url, "url": entry.url, "guid": entry.guid,
