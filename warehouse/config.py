@@ -181,6 +181,11 @@ class Settings(BaseSettings):
     def dagster_home(self) -> Path:
         return self.home / "dagster"
 
+    @property
+    def chromium_tmp_dir(self) -> Path:
+        """Temp files of the PDF renderer (Playwright's driver and Chromium), one directory per server process."""
+        return self.home / "run" / "chromium-tmp"
+
     def as_env(self) -> dict[str, str]:
         """These settings as ``CRYPTOWIRE_*`` variables, paths made absolute: a child process started in another
         directory (``cryptowire dev``) sees exactly these values, whatever it finds in its own .env."""

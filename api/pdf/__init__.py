@@ -33,6 +33,7 @@ async def startup(state: Any) -> None:
         queue=s.pdf_queue,
         restart_every=s.pdf_restart_every,
         max_pss_mb=s.pdf_max_memory_mb,
+        tmp_dir=s.chromium_tmp_dir,
     )
     state.extras["pdf_pool"] = pool
     problem = browser_problem(pool.chromium_path)

@@ -3,15 +3,23 @@
 One browser serves every render through a fresh context each. The browser is retired (a new one takes new
 requests, the old one closes once its pages finish) after ``restart_every`` conversions, above ``max_pss_mb`` of
 memory, and replaced at once when it crashes or is killed.
+
+With ``tmp_dir`` (the server's data home), the temp files of Playwright's driver and of Chromium (the browser
+profile, artifacts) go to a directory of this process there, not /tmp: a kill -9 that takes the driver down leaves
+them behind, and the next pool to start in any process removes the directories whose owner is gone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import logging
 import math
 import os
+import shutil
 import socket
+import tempfile
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -154,8 +162,12 @@ class BrowserPool:
         max_pss_mb: int = 1024,
         spares: int | None = None,
         memory_check_every: int = MEMORY_CHECK_EVERY,
+        tmp_dir: Path | None = None,
     ) -> None:
         self.chromium_path = chromium_path
+        self.tmp_dir = tmp_dir  # None: the system's temp directory
+        self._tmp: Path | None = None  # this process's directory under tmp_dir
+        self._tmp_lock: int | None = None  # held while this pool lives: the directory is in use
         self.concurrency = concurrency or os.cpu_count() or 1
         self.queue = max(0, queue)
         self.restart_every = restart_every
@@ -203,6 +215,10 @@ class BrowserPool:
                     log.warning("playwright driver did not stop cleanly", exc_info=True)
                 self._pw_cm = self._playwright = None
             await self.egress.close()
+            if self._tmp is not None and self._tmp_lock is not None:
+                shutil.rmtree(self._tmp, ignore_errors=True)
+                os.close(self._tmp_lock)
+                self._tmp = self._tmp_lock = None
         self._dead.close()
 
     async def _launch(self) -> Browser:
@@ -210,14 +226,19 @@ class BrowserPool:
 
         if self.egress.server is None:
             await self.egress.start()
+        if self.tmp_dir is not None and self._tmp is None:
+            self._tmp, self._tmp_lock = await asyncio.to_thread(claim_tmp_dir, self.tmp_dir)
         if self._playwright is None:
             self._pw_cm = async_playwright()
-            self._playwright = await self._pw_cm.__aenter__()
+            # The driver makes the profile and artifacts directories in its own TMPDIR, which it takes from ours.
+            async with _tmpdir_env(self._tmp):
+                self._playwright = await self._pw_cm.__aenter__()
         marker = f"--cryptowire-pdf-pool={uuid.uuid4().hex}"  # finds the browser's pid in /proc
         args = [*BASE_ARGS, f"--proxy-server=socks5://127.0.0.1:{self._dead.getsockname()[1]}", marker]
+        env = None if self._tmp is None else {**os.environ, "TMPDIR": str(self._tmp)}  # Chromium's own temp files
         browser = await self._playwright.chromium.launch(
             executable_path=str(self.chromium_path), args=args, headless=True, handle_sigint=False,
-            handle_sigterm=False, handle_sighup=False,
+            handle_sigterm=False, handle_sighup=False, env=env,
         )
         self._generation += 1
         handle = Browser(browser=browser, pid=procmem.find_by_arg(marker), generation=self._generation)
@@ -493,6 +514,68 @@ def browser_problem(path: Path) -> str | None:
     if not path.is_file() or not os.access(path, os.X_OK):
         return f"{path} is not an executable file"
     return None
+
+
+OWNER = ".owner"  # in each process's directory: flocked by its pool while it lives
+
+
+def claim_tmp_dir(root: Path) -> tuple[Path, int]:
+    """A new directory of this process under ``root`` and the fd of its held lock, after removing the directories
+    whose owner is gone (killed: nothing else removes them)."""
+    root.mkdir(parents=True, exist_ok=True)
+    guard = os.open(root / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        # One sweep or claim at a time: a directory just made is not locked yet, and must not look abandoned.
+        fcntl.flock(guard, fcntl.LOCK_EX)
+        for entry in root.iterdir():
+            if entry.is_dir() and not _owned(entry):
+                log.info("pdf: removing %s, left by a process that is gone", entry)
+                shutil.rmtree(entry, ignore_errors=True)
+        mine = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=root))
+        lock = os.open(mine / OWNER, os.O_RDWR | os.O_CREAT, 0o600)  # not inherited: only this process holds it
+        fcntl.flock(lock, fcntl.LOCK_EX)
+    finally:
+        os.close(guard)
+    return mine, lock
+
+
+def _owned(directory: Path) -> bool:
+    """Whether a live process (this one included) holds the directory's lock."""
+    try:
+        fd = os.open(directory / OWNER, os.O_RDONLY)
+    except FileNotFoundError:  # its process was killed before it took the lock
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+_env_lock = threading.Lock()  # TMPDIR is one per process: one driver start at a time may change it
+
+
+@asynccontextmanager
+async def _tmpdir_env(path: Path | None) -> AsyncIterator[None]:
+    """TMPDIR set to ``path`` while a Playwright driver starts (it copies our environment)."""
+    if path is None:
+        yield
+        return
+    while not _env_lock.acquire(blocking=False):  # polled: the holder may run on another thread's loop
+        await asyncio.sleep(0.02)
+    tempfile.gettempdir()  # Python's own temp directory stays where it is (read from TMPDIR once, then cached)
+    saved = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(path)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = saved
+        _env_lock.release()
 
 
 def _are(n: int, noun: str) -> str:

@@ -1,0 +1,132 @@
+"""A `serve` killed with kill -9 leaves its browser's temp files (profile, artifacts) in the data home, and the next
+server to start removes them, never those of a server still running on the same data home. Real servers, real
+Chromium."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from api.pdf import procmem
+from tests.support.apiserver import free_port
+from tests.support.httpserver import LocalServer, static
+from warehouse.config import Settings
+
+PROJECT = Path(__file__).resolve().parent.parent
+
+
+def test_a_killed_servers_browser_files_are_removed_by_the_next_start_and_a_live_ones_kept(tmp_path: Path) -> None:
+    from accounts import SqliteStore
+
+    home = tmp_path / "home"
+    home.mkdir()
+    systmp = tmp_path / "tmp"  # the servers' TMPDIR, in place of /tmp: nothing of the browser may land there
+    systmp.mkdir()
+    store = SqliteStore(Settings(home=home).platform_db)
+    _key_id, key = store.create_key("tmp test", "pro", ["pdf"])
+    store.close()
+    servers: list[Server] = []
+    with LocalServer() as page:
+        page.routes["/p"] = static("<h1>P</h1>")
+        try:
+            killed = Server(home, systmp, page.port)
+            servers.append(killed)
+            live = Server(home, systmp, page.port)
+            servers.append(live)
+            killed_profile, live_profile = killed.profile(), live.profile()
+
+            os.killpg(killed.proc.pid, signal.SIGKILL)  # the server and its Playwright driver
+            killed.proc.wait(10)
+            # Chromium is in a process group of its own; it exits when its pipe to the driver closes.
+            assert _wait_for(lambda: not any(_running(pid) for pid in killed.browser), 15), killed.browser
+            assert killed_profile.exists()  # nothing removed it
+
+            restarted = Server(home, systmp, page.port)
+            servers.append(restarted)
+            restarted.profile()  # its pool is up: leftovers are swept before the launch
+
+            assert not killed_profile.exists(), f"{killed_profile} of the killed server is still there"
+            assert live_profile.exists()
+            r = httpx.get(live.url(f"/api/html-to-pdf/{key}"), params={"url": page.url("/p")}, timeout=60)
+            assert r.status_code == 200 and r.content.startswith(b"%PDF-"), r.text
+            tmp_root = Settings(home=home).chromium_tmp_dir
+            assert live_profile.is_relative_to(tmp_root) and restarted.profile().is_relative_to(tmp_root)
+            assert len([d for d in tmp_root.iterdir() if d.is_dir()]) == 2  # the live server's and the new one's
+            assert sorted(p.name for p in systmp.iterdir()) == [], "browser files in the system temp directory"
+        finally:
+            for server in servers:
+                server.stop()
+
+
+class Server:
+    """`cryptowire serve` on ``home`` in a session of its own, its browser launched at start."""
+
+    def __init__(self, home: Path, tmp: Path, page_port: int) -> None:
+        self.port = free_port()
+        env = {**os.environ, "CRYPTOWIRE_HOME": str(home), "CRYPTOWIRE_PDF_PREWARM": "true", "TMPDIR": str(tmp),
+               "CRYPTOWIRE_PDF_ALLOW_HOSTS": f'["127.0.0.1:{page_port}"]', "CRYPTOWIRE_PDF_CONCURRENCY": "1"}
+        for name in ("CRYPTOWIRE_REDIS_URL", "CRYPTOWIRE_DATABASE_URL", "CRYPTOWIRE_PLANS_FILE"):
+            env.pop(name, None)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "pipeline.cli", "serve", "--host", "127.0.0.1", "--port", str(self.port)],
+            cwd=PROJECT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )
+        self.browser: list[int] = []  # Chromium's processes (not in the server's process group)
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def profile(self) -> Path:
+        """The running browser's profile directory (waits for the browser)."""
+        found: list[Path] = []
+
+        def launched() -> bool:
+            assert self.proc.poll() is None, "the server exited"
+            for pid in procmem.descendants(self.proc.pid):
+                args = _cmdline(pid)
+                if any(a.startswith("--cryptowire-pdf-pool=") for a in args):
+                    self.browser = sorted({*self.browser, *procmem.descendants(pid)})
+                    found.extend(Path(a.split("=", 1)[1]) for a in args if a.startswith("--user-data-dir="))
+            return bool(found)
+
+        assert _wait_for(launched, 60), "no browser started"
+        return found[0]
+
+    def stop(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+        for pid in self.browser:  # whatever outlived its server
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _wait_for(condition: Any, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
