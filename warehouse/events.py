@@ -147,75 +147,17 @@ def merge_events(
                 )
             inserted = len(rows) - existing
             if inserted:
-                columns = ", ".join(_CONTENT)
-                con.execute(
-                    f"""
-                    INSERT INTO prediction_events (id, {columns}, date, created_at, updated_at, status)
-                    SELECT c.id, {", ".join(f"c.{col}" for col in _CONTENT)}, c.date,
-                           b.base + to_milliseconds(
-                               row_number() OVER (ORDER BY c.source_published_at, c.source_article_id, c.id) - 1),
-                           $now,
-                           CASE WHEN c.date > $now THEN 'open' ELSE 'closed' END
-                    FROM {name} c
-                    CROSS JOIN (
-                        SELECT greatest(date_trunc('millisecond', $now::TIMESTAMP),
-                                        coalesce(date_trunc('millisecond', max(created_at)) + INTERVAL 1 MILLISECOND,
-                                                 date_trunc('millisecond', $now::TIMESTAMP))) AS base
-                        FROM prediction_events
-                    ) b
-                    WHERE c.id NOT IN (SELECT id FROM prediction_events)
-                    """,
-                    {"now": now},
-                )
+                _insert_new(con, name, now)
             restored = withdrawn = 0
             if complete:
-                restored = _one(
-                    con, f"SELECT count(*) FROM prediction_events WHERE withdrawn_reason IS NOT NULL "
-                    f"AND id IN (SELECT id FROM {name})",
-                )
-                con.execute(
-                    f"UPDATE prediction_events SET withdrawn_reason = NULL, withdrawn_at = NULL, updated_at = $now "
-                    f"WHERE withdrawn_reason IS NOT NULL AND id IN (SELECT id FROM {name})",
-                    {"now": now},
-                )
-                gone = [r[0] for r in con.execute(
-                    f"SELECT id FROM prediction_events WHERE withdrawn_reason IS NULL AND id NOT IN (SELECT id FROM {name})"
-                ).fetchall()]
-                withdrawn = len(gone)
-                if gone:
-                    moved = {}  # a withdrawn event whose source article now gives another question
-                    for event_id, other, title in con.execute(
-                        f"SELECT p.id, min(c.id), arg_min(c.event_title, c.id) FROM prediction_events p "
-                        f"JOIN {sources_name} cs ON cs.article_id = p.source_article_id JOIN {name} c "
-                        f"ON c.id = cs.event_id WHERE list_contains($gone, p.id) AND c.id <> p.id GROUP BY p.id",
-                        {"gone": gone},
-                    ).fetchall():
-                        moved[event_id] = WITHDRAWN_MOVED.format(id=other, title=title)
-                    reasons = {i: (refused or {}).get(i) or moved.get(i) or WITHDRAWN_DEFAULT for i in gone}
-                    con.executemany(
-                        "UPDATE prediction_events SET withdrawn_reason = ?, withdrawn_at = ?, updated_at = ? WHERE id = ?",
-                        [(reason, now, now, i) for i, reason in reasons.items()],
-                    )
+                restored, withdrawn = _withdraw_and_restore(con, name, sources_name, now, refused)
             con.execute(
                 f"UPDATE prediction_events SET status = {_STATUS} WHERE status IS DISTINCT FROM ({_STATUS})",
                 {"now": now},
             )
             # created_at runs ahead of the clock to stay unique: a change is never dated before the event existed
             con.execute("UPDATE prediction_events SET updated_at = created_at WHERE updated_at < created_at")
-            sources_added = _one(
-                con,
-                f"SELECT count(*) FROM (SELECT DISTINCT event_id, article_id FROM {sources_name}) s "
-                "WHERE NOT EXISTS (SELECT 1 FROM prediction_event_sources e "
-                "WHERE e.event_id = s.event_id AND e.article_id = s.article_id)",
-            )
-            if sources_added:
-                con.execute(
-                    f"INSERT INTO prediction_event_sources (event_id, article_id, added_at) "
-                    f"SELECT DISTINCT s.event_id, s.article_id, $now FROM {sources_name} s "
-                    "WHERE NOT EXISTS (SELECT 1 FROM prediction_event_sources e "
-                    "WHERE e.event_id = s.event_id AND e.article_id = s.article_id)",
-                    {"now": now},
-                )
+            sources_added = _add_sources(con, sources_name, now)
             crash_point("events:merging")
             not_derived = _one(
                 con, f"SELECT count(*) FROM prediction_events WHERE id NOT IN (SELECT id FROM {name})"
@@ -238,6 +180,83 @@ def merge_events(
         withdrawn=withdrawn,
         restored=restored,
     )
+
+
+def _insert_new(con: duckdb.DuckDBPyConnection, name: str, now: datetime) -> None:
+    """Insert the candidates not stored yet; ``created_at`` runs ahead of the clock to stay unique and ordered."""
+    columns = ", ".join(_CONTENT)
+    con.execute(
+        f"""
+        INSERT INTO prediction_events (id, {columns}, date, created_at, updated_at, status)
+        SELECT c.id, {", ".join(f"c.{col}" for col in _CONTENT)}, c.date,
+               b.base + to_milliseconds(
+                   row_number() OVER (ORDER BY c.source_published_at, c.source_article_id, c.id) - 1),
+               $now,
+               CASE WHEN c.date > $now THEN 'open' ELSE 'closed' END
+        FROM {name} c
+        CROSS JOIN (
+            SELECT greatest(date_trunc('millisecond', $now::TIMESTAMP),
+                            coalesce(date_trunc('millisecond', max(created_at)) + INTERVAL 1 MILLISECOND,
+                                     date_trunc('millisecond', $now::TIMESTAMP))) AS base
+            FROM prediction_events
+        ) b
+        WHERE c.id NOT IN (SELECT id FROM prediction_events)
+        """,
+        {"now": now},
+    )
+
+
+def _withdraw_and_restore(con: duckdb.DuckDBPyConnection, name: str, sources_name: str, now: datetime,
+                          refused: Mapping[str, str] | None) -> tuple[int, int]:
+    """Over a complete derivation: restore withdrawn events derived again, withdraw stored ones not derived (with
+    the reason). Returns (restored, withdrawn)."""
+    restored = _one(
+        con, f"SELECT count(*) FROM prediction_events WHERE withdrawn_reason IS NOT NULL "
+        f"AND id IN (SELECT id FROM {name})",
+    )
+    con.execute(
+        f"UPDATE prediction_events SET withdrawn_reason = NULL, withdrawn_at = NULL, updated_at = $now "
+        f"WHERE withdrawn_reason IS NOT NULL AND id IN (SELECT id FROM {name})",
+        {"now": now},
+    )
+    gone = [r[0] for r in con.execute(
+        f"SELECT id FROM prediction_events WHERE withdrawn_reason IS NULL AND id NOT IN (SELECT id FROM {name})"
+    ).fetchall()]
+    withdrawn = len(gone)
+    if gone:
+        moved = {}  # a withdrawn event whose source article now gives another question
+        for event_id, other, title in con.execute(
+            f"SELECT p.id, min(c.id), arg_min(c.event_title, c.id) FROM prediction_events p "
+            f"JOIN {sources_name} cs ON cs.article_id = p.source_article_id JOIN {name} c "
+            f"ON c.id = cs.event_id WHERE list_contains($gone, p.id) AND c.id <> p.id GROUP BY p.id",
+            {"gone": gone},
+        ).fetchall():
+            moved[event_id] = WITHDRAWN_MOVED.format(id=other, title=title)
+        reasons = {i: (refused or {}).get(i) or moved.get(i) or WITHDRAWN_DEFAULT for i in gone}
+        con.executemany(
+            "UPDATE prediction_events SET withdrawn_reason = ?, withdrawn_at = ?, updated_at = ? WHERE id = ?",
+            [(reason, now, now, i) for i, reason in reasons.items()],
+        )
+    return restored, withdrawn
+
+
+def _add_sources(con: duckdb.DuckDBPyConnection, sources_name: str, now: datetime) -> int:
+    """Record every (event, article) pair not recorded yet; how many were new."""
+    sources_added = _one(
+        con,
+        f"SELECT count(*) FROM (SELECT DISTINCT event_id, article_id FROM {sources_name}) s "
+        "WHERE NOT EXISTS (SELECT 1 FROM prediction_event_sources e "
+        "WHERE e.event_id = s.event_id AND e.article_id = s.article_id)",
+    )
+    if sources_added:
+        con.execute(
+            f"INSERT INTO prediction_event_sources (event_id, article_id, added_at) "
+            f"SELECT DISTINCT s.event_id, s.article_id, $now FROM {sources_name} s "
+            "WHERE NOT EXISTS (SELECT 1 FROM prediction_event_sources e "
+            "WHERE e.event_id = s.event_id AND e.article_id = s.article_id)",
+            {"now": now},
+        )
+    return sources_added
 
 
 def _prepare(candidates: Sequence[EventLike]) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
