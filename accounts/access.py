@@ -41,8 +41,9 @@ REFUND_RETRY_MAX = 30.0
 CLOSE_REFUNDS_SECONDS = 12.0  # close() waits this long for pending refunds' last attempts (Postgres waits 10 s)
 
 UNKNOWN_KEY = (
-    "unknown or revoked access key: pass a valid key (it starts with cw_live_) as the last path segment; "
-    "`cryptowire keys list` shows the keys that exist"
+    "unknown, revoked or rotated access key (a rotated key's old secret works only for its grace period): pass a "
+    "current key (it starts with cw_live_) as the last path segment; the key's owner can list them with "
+    "`cryptowire keys list`"
 )
 
 

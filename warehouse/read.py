@@ -77,12 +77,18 @@ def _echo(text: str, limit: int = 64) -> str:
     return repr(text[:limit]) + ("…" if len(text) > limit else "")
 
 
+# The forms the docs name: a date, or a date and time (seconds and fraction optional), with Z, an offset or none.
+_ISO_FORM = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?(?:Z|[+-]\d{2}(?::?\d{2})?)?)?\Z")
+
+
 def parse_instant(text: str) -> Instant:
     """``2024-12-01``, ``2024-12-01T10:00:00Z``, ``2024-12-01T12:00:00+02:00`` or naive (taken as UTC)."""
     if not isinstance(text, str) or not text.strip():
         raise CursorError("expected an ISO 8601 date or timestamp, e.g. 2024-12-01 or 2024-12-01T10:00:00.000Z")
     s = text.strip()
     try:
+        if not _ISO_FORM.match(s):  # fromisoformat also takes basic (20241201) and week (2024-W48-7) forms
+            raise ValueError
         if len(s) == 10:
             d = date.fromisoformat(s)
             dt, date_only = datetime(d.year, d.month, d.day), True
@@ -90,7 +96,8 @@ def parse_instant(text: str) -> Instant:
             dt, date_only = datetime.fromisoformat(s), False
     except ValueError:
         raise CursorError(
-            f"{_echo(text)} is not an ISO 8601 date or timestamp (e.g. 2024-12-01 or 2024-12-01T10:00:00.000Z)"
+            f"{_echo(text)} is not a date or timestamp of the form 2024-12-01 or 2024-12-01T10:00:00.000Z (an offset "
+            "such as +02:00 in place of Z is fine)"
         ) from None
     if not MIN_YEAR <= dt.year <= MAX_YEAR:  # the ends of the calendar overflow as bounds or in UTC
         raise DateOutOfRange(f"{_echo(text)} is out of range: dates must lie between the years {MIN_YEAR} and {MAX_YEAR}")
@@ -550,7 +557,13 @@ class SnapshotReader:
     def _news_pos(self, key: NewsKey, table: str = "news", col: str = "published_at") -> int | None:
         """The cursor row's position in this snapshot, if the row is here with the same time."""
         if key.tag == self.tag and key.pos is not None and 0 <= key.pos < self.counts[table]:
-            return key.pos
+            # A cursor of this snapshot names its row's position: looked up by it (sorted, so cheaper than by id),
+            # and trusted only when that row is the cursor's (an edited position must not move the page).
+            spans = self._spans(table, key.pos, key.pos + 1)
+            rel, at = (table, key.pos) if not spans else (spans[0][0].rel, spans[0][1])
+            rows = self.con.execute(f"SELECT id, {col} FROM {rel} WHERE pos = ?", [at]).fetchall()
+            if rows and rows[0][0] == key.id and rows[0][1] == key.at:
+                return key.pos
         segments = self._segments(table)
         if segments is None:
             rel, offset = table, 0
