@@ -20,8 +20,8 @@ from typing import Any
 import anyio.to_thread
 import duckdb
 
-from warehouse.parts import Layout, open_snapshot
-from warehouse.publish import current_snapshot
+from warehouse.parts.read import Layout, open_snapshot
+from warehouse.published import current_snapshot
 from warehouse.read import PageCache, SnapshotReader
 
 log = logging.getLogger("cryptowire.api")

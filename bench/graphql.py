@@ -325,7 +325,7 @@ def main() -> None:
         sys.exit("wrk is not installed: apt-get install -y wrk")
     import httpx
 
-    from warehouse.publish import current_snapshot
+    from warehouse.published import current_snapshot
 
     tmp = Path(tempfile.mkdtemp(prefix="cw-bench-"))
     home = args.data or tmp / "home"

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from models.sentiment.data import read_labelled_csv, shared_sentiment_dir  # noqa: E402
+from models.sentiment.data import cryptolin_csv, read_labelled_csv, shared_sentiment_dir  # noqa: E402
 
 
 def _ort_version() -> str:
@@ -109,7 +109,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=2146, help="headlines for the batched runs")
     parser.add_argument("--baseline-rows", type=int, default=400, help="headlines for the batch-1 pipeline")
     args = parser.parse_args()
-    texts = [r.text for r in read_labelled_csv(shared_sentiment_dir() / "cryptolin" / "train.csv")]
+    texts = [r.text for r in read_labelled_csv(cryptolin_csv())]
     texts = (texts * (args.rows // len(texts) + 1))[: args.rows]
 
     import tempfile

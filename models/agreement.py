@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from models.sentiment.data import cryptolin_splits, shared_sentiment_dir
+from models.sentiment.data import cryptolin_csv, cryptolin_splits
 from models.sentiment.metrics import classification_report
 
 BLIND = Path(__file__).resolve().parent / "eval" / "cryptolin_holdout_blind.csv"
@@ -55,7 +55,7 @@ def agreement(data: Path, blind: Path = BLIND) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m models.agreement", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=shared_sentiment_dir() / "cryptolin" / "train.csv",
+    parser.add_argument("--data", type=Path, default=cryptolin_csv(),
                         help="CryptoLin train.csv (default: ../shared beside the checkout)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)

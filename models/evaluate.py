@@ -12,7 +12,7 @@ import argparse
 import json
 from pathlib import Path
 
-from models.sentiment.data import shared_sentiment_dir
+from models.sentiment.data import cryptolin_csv
 from models.sentiment.evaluate import evaluate, format_report
 
 
@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--no-baselines", action="store_true")
     parser.add_argument("--precision", choices=("int8", "fp32"), default=None, help="default: as shipped (int8)")
-    parser.add_argument("--cryptolin", type=Path, default=shared_sentiment_dir() / "cryptolin" / "train.csv",
+    parser.add_argument("--cryptolin", type=Path, default=cryptolin_csv(),
                         help="CryptoLin's train.csv, the training data (default: ../shared beside the checkout)")
     args = parser.parse_args(argv)
     holdout = args.data is None

@@ -23,10 +23,10 @@ import torch
 from models.sentiment.data import (
     LABELS,
     NEWS_DEV,
+    cryptolin_csv,
     cryptolin_splits,
     per_asset_examples,
     read_labelled_csv,
-    shared_sentiment_dir,
 )
 from models.sentiment.delta import WEIGHTS_DIR, apply_delta, encode_delta, write_delta
 from models.sentiment.metrics import classification_report
@@ -68,7 +68,7 @@ def _log(message: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m models.train", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=shared_sentiment_dir() / "cryptolin" / "train.csv")
+    parser.add_argument("--data", type=Path, default=cryptolin_csv())
     parser.add_argument("--news", type=Path, default=NEWS_DEV,
                         help="labelled news headlines trained on with CryptoLin, their readers' votes as soft labels "
                         "(default: models/eval/sentiment_news_dev.csv; 'none' for CryptoLin alone)")

@@ -124,7 +124,7 @@ ALL_CHECKS = [
 def published_matches_warehouse(warehouse: WarehouseResource, snapshots: SnapshotsResource) -> dg.AssetCheckResult:
     from pathlib import Path
 
-    from warehouse.publish import current_snapshot
+    from warehouse.published import current_snapshot
 
     path = current_snapshot(Path(snapshots.directory))
     if path is None:

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from pipeline.timestamps import ISO_SECONDS, iso_utc
+
 POOL = "duckdb_writer"
 TAG_HOST = "cryptowire/host"
 TAG_PID = "cryptowire/pid"
@@ -67,7 +69,7 @@ def process_tags() -> dict[str, str]:
         TAG_HOST: socket.gethostname(),
         TAG_PID: str(pid),
         TAG_PID_START: process_start(pid) or "",
-        TAG_HEARTBEAT: _now_iso(),
+        TAG_HEARTBEAT: iso_utc(time.time()),
     }
 
 
@@ -99,14 +101,6 @@ def claim_run(instance: Any, run_id: str) -> None:
 def _alive(pid: int, recorded_start: str | None) -> bool:
     start = process_start(pid)
     return start is not None and (not recorded_start or recorded_start == start)
-
-
-def _now_iso() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _iso(ts: float | None) -> str | None:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if ts else None
 
 
 @dataclass
@@ -148,11 +142,11 @@ def inspect_run(instance: Any, record: Any) -> RunProcess:
     tags = run.tags
     host = tags.get(TAG_HOST)
     pid = int(tags[TAG_PID]) if tags.get(TAG_PID, "").isdigit() else _worker_pid(instance, run.run_id)
-    since = _iso(record.start_time or record.create_timestamp.timestamp())
+    since = iso_utc(record.start_time or record.create_timestamp.timestamp())
     out = RunProcess(run.run_id, run.status.value, pid, host, since, True, "")
     if host is not None and host != socket.gethostname() and TAG_HEARTBEAT in tags:
         beat = tags.get(TAG_HEARTBEAT)
-        age = time.time() - datetime.strptime(beat, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp() if beat else None
+        age = time.time() - datetime.strptime(beat, ISO_SECONDS).replace(tzinfo=UTC).timestamp() if beat else None
         out.alive = age is not None and age < HEARTBEAT_TIMEOUT
         out.reason = f"its last heartbeat from {host} was {age:.0f} s ago" if age is not None else f"no heartbeat from {host}"
         return out
@@ -238,7 +232,7 @@ def heartbeat(instance: Any, token: str, stop: threading.Event) -> None:
                 found = instance.get_run_ids(RunsFilter(tags={TAG_TOKEN: token}), limit=1)
                 run_id = found[0] if found else None
             if run_id is not None:
-                instance.add_run_tags(run_id, {TAG_HEARTBEAT: _now_iso()})
+                instance.add_run_tags(run_id, {TAG_HEARTBEAT: iso_utc(time.time())})
             missed = 0
         except Exception:  # retried at the next beat; the run itself must not fail for it, but say why it may
             missed += 1   # be taken for dead (another process marks a run dead when its beats stop)

@@ -17,9 +17,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from pipeline.timestamps import iso_utc
 
 POLL_SECONDS = 0.5
 # Set by the CLI's SIGINT/SIGTERM handler. The handler also raises KeyboardInterrupt, but Python drops an exception
@@ -117,7 +118,7 @@ def exclusive(
             while not _try(fd):
                 wait_deadline(started, timeout, f"the materialization of {holder}")
                 time.sleep(POLL_SECONDS)
-        since = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        since = iso_utc(time.time())
         os.ftruncate(fd, 0)
         info = {"pid": os.getpid(), "host": socket.gethostname(), "since": since, "token": token}
         os.pwrite(fd, json.dumps(info).encode(), 0)

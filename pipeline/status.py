@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 import time
-from datetime import UTC, datetime
 from typing import Any
 
+from pipeline.timestamps import iso_utc
 from warehouse.config import Settings
 
 TABLES = (
@@ -38,14 +38,6 @@ SELECT feed_name, feed_url, started_at, http_status, items_seen, items_new, item
        warning, in_last_run
 FROM last ORDER BY NOT in_last_run, feed_name
 """
-
-
-def _iso(value: datetime | float | None) -> str | None:
-    """ISO 8601 UTC, as every timestamp in the project's JSON (warehouse TIMESTAMPs are naive UTC)."""
-    if value is None:
-        return None
-    at = datetime.fromtimestamp(value, UTC) if isinstance(value, int | float) else value.replace(tzinfo=UTC)
-    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _shown(iso: str | None) -> str:
@@ -95,8 +87,8 @@ def _warehouse(settings: Settings) -> dict[str, Any]:
     finally:
         con.close()
     for f in feeds:
-        f["at"] = _iso(f["at"])
-    return {"exists": True, "counts": counts, "newest_article": _iso(newest), "feeds": feeds}
+        f["at"] = iso_utc(f["at"])
+    return {"exists": True, "counts": counts, "newest_article": iso_utc(newest), "feeds": feeds}
 
 
 def _run_events(instance: Any, run_id: str) -> tuple[set[str], set[str]]:
@@ -141,7 +133,7 @@ def _queued(instance: Any) -> dict[str, Any]:
     beat = instance.get_daemon_heartbeats().get("QUEUED_RUN_COORDINATOR")
     return {
         "runs_queued": [{"run_id": r.dagster_run.run_id, "job": r.dagster_run.job_name,
-                         "since": _iso(r.create_timestamp.timestamp())} for r in records],
+                         "since": iso_utc(r.create_timestamp.timestamp())} for r in records],
         "daemon_running": beat is not None and time.time() - beat.timestamp < HEARTBEAT_TIMEOUT,
     }
 
@@ -183,7 +175,7 @@ def _runs(settings: Settings) -> dict[str, Any]:
             outcome = _asset_outcome(run, by_run[run.run_id], name, asset.node_def.name, dead)
             last_run = {"run_id": run.run_id, "outcome": outcome, "status": run.status.value, "process_gone": dead}
         assets.append(
-            {"asset": name, "last_materialized": _iso(mat.timestamp if mat else None), "last_run": last_run}
+            {"asset": name, "last_materialized": iso_utc(mat.timestamp if mat else None), "last_run": last_run}
         )
     materialized_at = {a["asset"]: a["last_materialized"] for a in assets}
     checks = []
@@ -200,7 +192,7 @@ def _runs(settings: Settings) -> dict[str, Any]:
             # FAILED: the check itself raised, so it did not pass
             passed = getattr(data, "passed", None) if records[0].status == CheckStatus.SUCCEEDED else False
             asset = check_key.asset_key.to_user_string()
-            at = _iso(event.timestamp if event else None)  # the evaluation's time, not the run's planning
+            at = iso_utc(event.timestamp if event else None)  # the evaluation's time, not the run's planning
             # a check skipped by the asset's later runs still shows its old result: say it is older than the data
             stale = bool(at and materialized_at.get(asset) and at < materialized_at[asset])
             checks.append({"asset": asset, "check": check_key.name, "passed": passed, "evaluated_at": at,
@@ -229,7 +221,7 @@ def _instance_note(settings: Settings) -> dict[str, Any]:
 
 def _serving(settings: Settings) -> dict[str, Any]:
     """What the API would serve: the snapshot ``CURRENT`` names, and whether it opens complete."""
-    from warehouse.publish import current_snapshot
+    from warehouse.published import current_snapshot
     from warehouse.repair import valid_snapshot
 
     try:

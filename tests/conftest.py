@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from models.sentiment.data import cryptolin_csv
 from tests.support.httpserver import LocalServer
 from tests.support.servers import POSTGRES_MISSING, REDIS_MISSING, postgres_server, redis_server
 from warehouse.config import Settings, get_settings
@@ -20,14 +21,13 @@ os.environ.setdefault("CRYPTOWIRE_PRICE_SOURCE_URL", "")
 PROJECT = Path(__file__).resolve().parent.parent
 SHARED = (PROJECT / ".." / "shared").resolve()
 SHARED_FEEDS = SHARED / "fixtures" / "feeds"
-SHARED_SENTIMENT = SHARED / "data" / "sentiment"
 # The repository's own test data (tests/fixtures/README.md): what every test that checks behaviour reads.
 FEED_FIXTURES = PROJECT / "tests" / "fixtures" / "feeds"
 # The corpus tier, `@pytest.mark.corpus("feeds" | "cryptolin")`: measurements against the external corpora in
 # ../shared. CI has them; a clone alone skips these tests, each naming what is missing.
 CORPORA = {
     "feeds": SHARED_FEEDS,
-    "cryptolin": SHARED_SENTIMENT / "cryptolin" / "train.csv",
+    "cryptolin": cryptolin_csv(),
 }
 
 

@@ -23,7 +23,7 @@ from api.gql_schema import SDL_PATH, sdl
 from tests.support.apiserver import ApiServer
 from tests.support.newsdata import Data, build, make_articles, make_events, open_reader
 from warehouse.config import Settings
-from warehouse.publish import current_snapshot
+from warehouse.published import current_snapshot
 
 KEY = "test-key"
 

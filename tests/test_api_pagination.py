@@ -18,8 +18,11 @@ from tests.support.apiserver import ApiServer
 from tests.support.newsdata import BURST_AT, Data, build, make_articles, make_events, open_reader, republish
 from warehouse.config import Settings
 from warehouse.db import connect
-from warehouse.publish import current_snapshot
+from warehouse.published import current_snapshot
 from warehouse.read import (
+    _US,
+    EPOCH,
+    CursorError,
     EventFilters,
     Instant,
     NewsFilters,
@@ -27,6 +30,7 @@ from warehouse.read import (
     SnapshotReader,
     decode_event_cursor,
     decode_news_cursor,
+    encode_news_cursor,
     parse_instant,
 )
 
@@ -133,6 +137,24 @@ def test_window_between_two_cursors(reader: SnapshotReader, data: Data) -> None:
     assert _ids(page) == order[11:40] and page.has_next is False and page.has_previous is True
     page = reader.news_page(PageRequest(last=5, after=a, before=b))
     assert _ids(page) == order[35:40] and page.has_previous is True and page.has_next is True
+
+
+def test_a_cursor_edited_by_hand_pages_by_its_key(reader: SnapshotReader, data: Data) -> None:
+    """A cursor's position is a shortcut for its key (time, id): one pointing at another row is not trusted."""
+    order = data.news_order()
+    whole = reader.news_page(PageRequest(first=30))
+    honest = decode_news_cursor(reader.news_cursor(whole.rows[10]))
+    assert honest.pos is not None
+    for pos in (honest.pos + 10, 0, honest.pos - 1):
+        forged = decode_news_cursor(encode_news_cursor((honest.at - EPOCH) // _US, honest.id, honest.tag, pos))
+        assert _ids(reader.news_page(PageRequest(first=5, after=forged))) == order[11:16], pos
+        assert _ids(reader.news_page(PageRequest(last=5, before=forged))) == order[5:10], pos
+
+
+@pytest.mark.parametrize("text", ["20241201", "2024-W48-7", "2024-12-01T10", "+2024-12-01"])
+def test_dates_of_other_iso_forms_are_refused_with_the_forms_that_work(text: str) -> None:
+    with pytest.raises(CursorError, match="of the form 2024-12-01 or 2024-12-01T10:00:00.000Z"):
+        parse_instant(text)
 
 
 def test_news_cursor_survives_a_new_snapshot(tmp_path: Path, data: Data) -> None:

@@ -113,16 +113,34 @@ def test_every_keyed_route_has_a_prefix_the_access_log_redacts(tmp_path: Path) -
     assert keyed and all(p.startswith(KEYED_PREFIXES) for p in keyed), keyed
 
 
-def test_the_app_loads_without_torch_dagster_or_matplotlib(tmp_path: Path) -> None:
-    code = (
-        "import sys; from api.app import create_app; create_app(); "
-        "bad = [m for m in ('torch', 'transformers', 'dagster', 'pipeline', 'models', 'matplotlib') if m in sys.modules]; "
-        "print(bad); sys.exit(1 if bad else 0)"
-    )
+def _printed_last(code: str, tmp_path: Path, without: tuple[str, ...] = ()) -> str:
+    """The last line ``code`` prints in a new interpreter on an empty data home (the variables ``without`` unset)."""
     env = {**os.environ, "CRYPTOWIRE_HOME": str(tmp_path / "home")}
+    for name in without:
+        env.pop(name, None)
     result = subprocess.run([sys.executable, "-c", code], cwd=PROJECT, env=env, capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout.strip().splitlines()[-1]
+
+
+def test_the_app_loads_without_torch_dagster_or_matplotlib(tmp_path: Path) -> None:
+    code = (
+        "import sys; from api.app import create_app; create_app(); "
+        "print([m for m in ('torch', 'transformers', 'dagster', 'pipeline', 'models', 'matplotlib') if m in sys.modules])"
+    )
+    assert _printed_last(code, tmp_path) == "[]"
+
+
+def test_the_app_loads_only_the_read_side_of_the_warehouse(tmp_path: Path) -> None:
+    """The API finds and reads snapshots (warehouse.published, warehouse.parts.read, warehouse.read): the code that
+    writes the warehouse or publishes snapshots stays out of the server process."""
+    code = (
+        "import sys; from api.app import create_app; create_app(); "
+        "print([m for m in ('warehouse.db', 'warehouse.publish', 'warehouse.crashpoints', 'warehouse.parts.build', "
+        "'warehouse.parts.changes', 'warehouse.parts.contents', 'warehouse.parts.publish') if m in sys.modules])"
+    )
+    assert _printed_last(code, tmp_path) == "[]"
 
 
 def test_the_serve_command_loads_nothing_it_does_not_use(tmp_path: Path) -> None:
@@ -134,12 +152,7 @@ def test_the_serve_command_loads_nothing_it_does_not_use(tmp_path: Path) -> None
         "'matplotlib', 'celery', 'redis', 'polars') if m in sys.modules]); "
         "from pipeline.cli import main; sys.argv = ['cryptowire', 'serve', '--port', '8765']; main()"
     )
-    env = {**os.environ, "CRYPTOWIRE_HOME": str(tmp_path / "home")}
-    env.pop("CRYPTOWIRE_REDIS_URL", None)
-    result = subprocess.run([sys.executable, "-c", code], cwd=PROJECT, env=env, capture_output=True, text=True,
-                            timeout=120)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout + result.stderr
+    assert _printed_last(code, tmp_path, without=("CRYPTOWIRE_REDIS_URL",)) == "[]"
 
 
 def test_serve_refuses_a_bad_pdf_allow_entry_in_one_line(tmp_path: Path) -> None:

@@ -24,7 +24,8 @@ from tests.support.apiserver import ApiServer
 from tests.support.newsdata import Data, build, make_articles, make_events
 from warehouse.config import Settings
 from warehouse.db import connect
-from warehouse.publish import POINTER, current_snapshot, in_use, list_snapshots, publish_snapshot
+from warehouse.publish import in_use, list_snapshots, publish_snapshot
+from warehouse.published import POINTER, current_snapshot
 from warehouse.read import PageRequest, SnapshotReader
 
 

@@ -21,7 +21,7 @@ from pipeline.cli import app
 from tests.support.newsdata import Data, build, make_articles
 from warehouse.config import PROJECT_ROOT
 from warehouse.parts import connect_snapshot
-from warehouse.publish import current_snapshot
+from warehouse.published import current_snapshot
 
 runner = CliRunner()
 NEWEST = datetime(2026, 11, 20, 8, 0)  # as the bundled sample: its newest dated article is of 2026-11-20

@@ -24,7 +24,8 @@ import httpx
 import pytest
 
 from warehouse.crashpoints import POINTS
-from warehouse.publish import PARTIAL, current_snapshot, list_snapshots
+from warehouse.publish import list_snapshots
+from warehouse.published import PARTIAL, current_snapshot
 
 pytestmark = pytest.mark.slow
 

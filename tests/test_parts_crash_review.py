@@ -33,7 +33,8 @@ from tests.support.newsdata import Data, make_articles, make_events, open_reader
 from warehouse import db
 from warehouse.config import Settings
 from warehouse.parts import HEAD, publish_set, read_manifest, set_parts
-from warehouse.publish import current_snapshot, list_parts, list_snapshots
+from warehouse.publish import list_parts, list_snapshots
+from warehouse.published import current_snapshot
 from warehouse.repair import repair_snapshots, replay_warehouse_wal, valid_snapshot
 from warehouse.sentiment import refresh_asset_sentiment
 

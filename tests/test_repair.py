@@ -12,7 +12,8 @@ from pathlib import Path
 import duckdb
 
 from tests.support.newsdata import Data, build, make_articles, make_events, republish
-from warehouse.publish import POINTER, current_snapshot, list_snapshots
+from warehouse.publish import list_snapshots
+from warehouse.published import POINTER, current_snapshot
 from warehouse.repair import repair_snapshots, replay_warehouse_wal, valid_snapshot
 
 

@@ -12,12 +12,12 @@ import pytest
 from typer.testing import CliRunner
 
 from models.sentiment import ModelLoadError, Prediction, SentimentModel, article_text, build_model, load_model
-from models.sentiment.data import NEWS_DEV, cryptolin_splits, read_labelled_csv
+from models.sentiment.data import NEWS_DEV, cryptolin_csv, cryptolin_splits, read_labelled_csv
 from models.sentiment.delta import CONFIG_FILE, DELTA_FILE, WEIGHTS_DIR
 from models.sentiment.metrics import classification_report
-from tests.conftest import PROJECT, SHARED_SENTIMENT
+from tests.conftest import PROJECT
 
-CRYPTOLIN = SHARED_SENTIMENT / "cryptolin" / "train.csv"  # the corpus tier only
+CRYPTOLIN = cryptolin_csv()  # the corpus tier only
 # The project's own labelled feed headlines (models/eval/README.md): what the behaviour tests read.
 FEED_ROWS = read_labelled_csv(PROJECT / "models" / "eval" / "sentiment_feeds.csv")
 FEED_SET = Path(__file__).resolve().parents[1] / "models" / "eval" / "sentiment_feeds.csv"

@@ -26,7 +26,7 @@ from tests.support.newsdata import Data, build
 from warehouse.config import Settings, get_settings
 from warehouse.db import connect
 from warehouse.parts import connect_snapshot
-from warehouse.publish import current_snapshot
+from warehouse.published import current_snapshot
 from warehouse.sentiment import refresh_asset_sentiment
 
 KEY = "k"

@@ -33,7 +33,8 @@ from tests.support.newsdata import Data, make_articles, make_events, open_reader
 from warehouse.config import Settings
 from warehouse.db import connect
 from warehouse.parts import HEAD, SET_FORMAT, open_set, publish_set, read_manifest, set_parts
-from warehouse.publish import PARTIAL, current_snapshot, list_parts, list_snapshots, publish_snapshot
+from warehouse.publish import list_parts, list_snapshots, publish_snapshot
+from warehouse.published import PARTIAL, current_snapshot
 from warehouse.read import (
     EventFilters,
     NewsFilters,

@@ -28,7 +28,8 @@ from tests.support.apiserver import ApiServer
 from tests.support.newsdata import Data, write
 from warehouse.config import Settings
 from warehouse.db import connect
-from warehouse.publish import current_snapshot, publish_snapshot
+from warehouse.publish import publish_snapshot
+from warehouse.published import current_snapshot
 
 KEY = "k"
 T0 = datetime(2024, 5, 23, 20, 0)

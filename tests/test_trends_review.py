@@ -23,7 +23,7 @@ from tests.support.newsdata import Data, build
 from tests.test_sentiment_trends import ANCHOR, KEY, SENTIMENT, TRENDING, gql, ok, trending_articles
 from warehouse.config import Settings, get_settings
 from warehouse.parts import connect_snapshot
-from warehouse.publish import current_snapshot
+from warehouse.published import current_snapshot
 
 runner = CliRunner()
 # What trendingTickers(window: DAY) answers on trending_articles() (tests/test_sentiment_trends.py).

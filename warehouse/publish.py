@@ -23,6 +23,8 @@ only ever follow ``CURRENT``. So a crash at any point leaves at worst a ``.parti
 that ``CURRENT`` does not name yet, both of which ``repair_snapshots`` cleans up. The newest ``keep``
 snapshots stay; older ones are deleted unless another process still holds them open (DuckDB keeps an ``fcntl``
 lock on an open database file), in which case a later publish deletes them.
+
+The names in a snapshots folder and reading ``CURRENT`` are in ``warehouse.published`` (the read side).
 """
 
 from __future__ import annotations
@@ -39,17 +41,19 @@ from typing import TextIO
 import duckdb
 
 from warehouse.crashpoints import crash_point
+from warehouse.published import (
+    PART_PREFIX,
+    PART_SUFFIX,
+    PARTIAL,
+    POINTER,
+    PREFIX,
+    SET_PREFIX,
+    SET_SUFFIX,
+    SUFFIX,
+    current_snapshot,
+)
 
 SNAPSHOT_FORMAT = 1
-POINTER = "CURRENT"
-PREFIX = "snapshot-"
-SUFFIX = ".duckdb"
-PARTIAL = ".partial"  # a snapshot being written: never listed, never pointed to
-# Partitioned snapshots (warehouse.parts): a set manifest names its part files; CURRENT may name a manifest.
-SET_PREFIX = "set-"
-SET_SUFFIX = ".json"
-PART_PREFIX = "part-"
-PART_SUFFIX = ".duckdb"
 ROW_GROUP_SIZE = 16384  # small row groups: zone maps skip more of the table around a page
 
 NEWS_SQL = """
@@ -162,25 +166,6 @@ def snapshot_name(now: datetime | None = None) -> str:
     return f"{PREFIX}{now.strftime('%Y%m%dT%H%M%S%f')}Z-{secrets.token_hex(3)}{SUFFIX}"
 
 
-def is_publication(name: str) -> bool:
-    """A single-file snapshot or a set manifest: what ``CURRENT`` may name."""
-    return "/" not in name and (
-        (name.startswith(PREFIX) and name.endswith(SUFFIX)) or (name.startswith(SET_PREFIX) and name.endswith(SET_SUFFIX))
-    )
-
-
-def current_snapshot(snapshots_dir: Path) -> Path | None:
-    """The published snapshot ``CURRENT`` points to (a single file or a set manifest), or None when nothing was
-    published yet."""
-    try:
-        name = (snapshots_dir / POINTER).read_text().strip()
-    except FileNotFoundError:
-        return None
-    if not is_publication(name):
-        raise ValueError(f"{snapshots_dir / POINTER} names {name!r}, which is not a snapshot file")
-    return snapshots_dir / name
-
-
 def publish_snapshot(con: duckdb.DuckDBPyConnection, snapshots_dir: Path, keep: int = 3) -> Path:
     """Write ``articles`` and ``prediction_events`` from the warehouse connection ``con`` into a new snapshot in
     ``snapshots_dir``, publish it atomically, prune old snapshots, and return the new file's path."""
@@ -217,9 +202,9 @@ def publish_snapshot(con: duckdb.DuckDBPyConnection, snapshots_dir: Path, keep: 
         _unlink(partial)
         raise
     con.execute(f"DETACH {alias}")
-    _fsync(partial)
+    fsync_path(partial)
     os.replace(partial, path)
-    _fsync(snapshots_dir)
+    fsync_path(snapshots_dir)
     crash_point("snapshot:written")
     point_to(snapshots_dir, path.name)
     crash_point("snapshot:published")
@@ -227,7 +212,8 @@ def publish_snapshot(con: duckdb.DuckDBPyConnection, snapshots_dir: Path, keep: 
     return path
 
 
-def _fsync(path: Path) -> None:
+def fsync_path(path: Path) -> None:
+    """Flush a file, or a directory's entries (so a rename or an unlink in it survives a power cut), to disk."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -254,7 +240,7 @@ def write_atomically(path: Path, write: Callable[[TextIO], object]) -> None:
 def point_to(snapshots_dir: Path, name: str) -> None:
     """Atomically make ``CURRENT`` name the snapshot: readers see the old name or the new one, never a mix."""
     write_atomically(snapshots_dir / POINTER, lambda f: f.write(name + "\n"))
-    _fsync(snapshots_dir)
+    fsync_path(snapshots_dir)
 
 
 def _published_at(path: Path) -> str:

@@ -16,7 +16,8 @@ import duckdb
 
 from warehouse import db, parts
 from warehouse.parts.build import damage
-from warehouse.publish import PARTIAL, POINTER, _fsync, in_use, list_snapshots, orphans, point_to, remove_part
+from warehouse.publish import fsync_path, in_use, list_snapshots, orphans, point_to, remove_part
+from warehouse.published import PARTIAL, POINTER
 
 
 def valid_snapshot(path: Path) -> bool:
@@ -161,7 +162,7 @@ def replay_warehouse_wal(warehouse_path: Path, fix: bool = True) -> list[str]:
     except db.WarehouseLogCorrupt as exc:
         aside = wal.with_name(f"{wal.name}.corrupt-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}")
         os.rename(wal, aside)
-        _fsync(wal.parent)
+        fsync_path(wal.parent)
         db.connect(warehouse_path).close()  # opens as of the last checkpoint (and migrates)
         return [f"moved {wal.name} aside as {aside.name}: {exc.reason}; the warehouse is as of its last checkpoint "
                 "and the next materialization redoes the lost commits (articles the feeds no longer list stay lost)"]

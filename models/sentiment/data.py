@@ -37,6 +37,11 @@ def shared_sentiment_dir() -> Path:
     return (Path(__file__).resolve().parents[3] / "shared" / "data" / "sentiment").resolve()
 
 
+def cryptolin_csv() -> Path:
+    """CryptoLin's `train.csv` in ``shared_sentiment_dir()``: where every command and test looks for it by default."""
+    return shared_sentiment_dir() / "cryptolin" / "train.csv"
+
+
 def read_labelled_csv(path: str | Path) -> list[Example]:
     """Rows of a CSV with at least `text` and `label` columns (an `id` column is kept when present)."""
     path = Path(path)

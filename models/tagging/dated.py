@@ -22,6 +22,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from models.scoring import ratio
 from models.tagging.registry import load_registry
 from models.tagging.tagger import Tagger, get_tagger
 
@@ -61,9 +62,6 @@ def score(rows: list[dict[str, Any]], tagger: Tagger, main: frozenset[str]) -> d
             errors.append({"id": row["id"], "date": row["date"], "text": row["text"],
                            "missed": sorted(gold - pred), "extra": sorted(pred - gold)})
 
-    def ratio(a: int, b: int) -> float | None:
-        return round(a / b, 4) if b else None
-
     return {"headlines": len(rows), "precision": ratio(tp, tp + fp), "recall": ratio(tp, tp + fn),
             "mainstream_recall": ratio(main_tp, main_tp + main_fn), "tp": tp, "fp": fp, "fn": fn, "errors": errors}
 
@@ -83,10 +81,10 @@ def evaluate(cryptolin: Path | None, split: str = "all", tagger: Tagger | None =
 
 
 def main(argv: list[str] | None = None) -> int:
-    from models.sentiment.data import shared_sentiment_dir
+    from models.sentiment.data import cryptolin_csv
 
     parser = argparse.ArgumentParser(prog="python -m models.tagging.dated", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--cryptolin", type=Path, default=shared_sentiment_dir() / "cryptolin" / "train.csv",
+    parser.add_argument("--cryptolin", type=Path, default=cryptolin_csv(),
                         help="CryptoLin's train.csv, for the texts of the 2018-2022 set (default: ../shared)")
     parser.add_argument("--split", choices=("dev", "test", "all"), default="all")
     parser.add_argument("--json", action="store_true")

@@ -11,13 +11,13 @@ import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from typing import Any
 
 import typer
 
 from accounts.apis import APIS  # a module without imports: keeps the CLI start light
 from pipeline.commands.output import emit_json, fail, json_option
+from pipeline.timestamps import iso_utc
 
 keys_app = typer.Typer(
     help="Access keys: create (shown once), list, revoke, rotate, set-plan. Only a hash of each key is stored.",
@@ -64,10 +64,6 @@ def _apis(raw: str) -> list[str]:
     if unknown or not apis:
         fail(f"--apis must be a comma-separated list of {', '.join(APIS)} (got {raw!r})")
     return list(dict.fromkeys(apis))
-
-
-def _when(ts: float | None) -> str | None:
-    return None if ts is None else datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _columns(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
@@ -119,11 +115,11 @@ def list_keys(as_json: bool = json_option(help="Print the keys as JSON.")) -> No
     finally:
         store.close()
     for r in rows:
-        r["createdAt"], r["revokedAt"] = _when(r["createdAt"]), _when(r["revokedAt"])
+        r["createdAt"], r["revokedAt"] = iso_utc(r["createdAt"]), iso_utc(r["revokedAt"])
         if r["status"] == "revoked":  # the store lists unexpired secrets; a revoked key's no longer work
             r["secrets"] = []
         for s in r["secrets"]:
-            s["expiresAt"] = _when(s["expiresAt"])
+            s["expiresAt"] = iso_utc(s["expiresAt"])
     if as_json:
         emit_json(rows)
         return
@@ -157,7 +153,7 @@ def revoke(
     finally:
         store.close()
     already = before[0]["status"] == "revoked"
-    data = {"id": key_id, "status": "revoked", "revokedAt": _when(after["revokedAt"]), "alreadyRevoked": already}
+    data = {"id": key_id, "status": "revoked", "revokedAt": iso_utc(after["revokedAt"]), "alreadyRevoked": already}
     if as_json:
         emit_json(data)
     elif already:
@@ -190,7 +186,7 @@ def rotate(
     _show_new_key({"id": key_id, "key": key, "plan": row["plan"], "apis": row["apis"]}, as_json, "Rotated")
     if not as_json:
         if grace_hours:
-            typer.echo(f"The previous key keeps working until {_when(time.time() + grace_hours * 3600)}.")
+            typer.echo(f"The previous key keeps working until {iso_utc(time.time() + grace_hours * 3600)}.")
         else:
             typer.echo("The previous key stopped working now.")
 

@@ -121,7 +121,7 @@ def open_latest_snapshot(snapshots_dir: Path) -> tuple[Any, Path]:
     import duckdb
 
     from warehouse.parts import connect_snapshot
-    from warehouse.publish import POINTER, current_snapshot
+    from warehouse.published import POINTER, current_snapshot
 
     pointer = snapshots_dir / POINTER
     try:

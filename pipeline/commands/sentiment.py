@@ -33,7 +33,7 @@ def eval_command(
     for the shipped model, the previous model and the baselines; per-asset sentiment on the multi-asset
     headlines; tickers on the labelled sets."""
     from models.sentiment import ModelLoadError
-    from models.sentiment.data import shared_sentiment_dir
+    from models.sentiment.data import cryptolin_csv
     from models.sentiment.evaluate import evaluate, format_report
     from pipeline.commands.output import emit_json, fail
     from warehouse.config import get_settings
@@ -44,7 +44,7 @@ def eval_command(
         try:
             from models.sentiment.report import PREVIOUS_REVISION
 
-            report = full_report(cryptolin or shared_sentiment_dir() / "cryptolin" / "train.csv",
+            report = full_report(cryptolin or cryptolin_csv(),
                                  cache_dir=get_settings().models_dir, previous=previous or PREVIOUS_REVISION,
                                  baselines=baselines)
         except (FileNotFoundError, ValueError, ModelLoadError) as exc:
@@ -57,7 +57,7 @@ def eval_command(
         return
     try:
         result = evaluate(data, baselines=baselines, holdout=holdout, cache_dir=get_settings().models_dir,
-                          cryptolin=cryptolin or shared_sentiment_dir() / "cryptolin" / "train.csv")
+                          cryptolin=cryptolin or cryptolin_csv())
     except (FileNotFoundError, ValueError, ModelLoadError) as exc:
         fail(str(exc))
         return

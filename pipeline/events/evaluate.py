@@ -33,8 +33,8 @@ from pipeline.events.templates import KINDS
 PROJECT = Path(__file__).resolve().parents[2]
 EVAL_PATH = PROJECT / "models" / "eval" / "events.jsonl"
 # Unseen headlines: CryptoLin (../shared/data/sentiment/cryptolin/train.csv, 2,146 real crypto headlines, read
-# in place). Only the events derived from it are judged by hand, by CryptoLin id, in this file.
-CRYPTOLIN_CSV = PROJECT / ".." / "shared" / "data" / "sentiment" / "cryptolin" / "train.csv"
+# in place; models.sentiment.data.cryptolin_csv). Only the events derived from it are judged by hand, by
+# CryptoLin id, in this file.
 CRYPTOLIN_JUDGED = PROJECT / "models" / "eval" / "events_cryptolin.jsonl"
 FIELDS = ("asset", "kind", "comparator", "threshold", "date")
 
@@ -128,6 +128,8 @@ def _matches(label: Mapping[str, Any], event: EventCandidate) -> list[str]:
 
 
 def evaluate(path: Path = EVAL_PATH, learned: bool = True) -> dict[str, Any]:
+    from models.scoring import ratio  # here: this module imports models only where it uses it (see _tagging)
+
     rows = load_rows(path)
     tag, names, tickers_from = _tagging()
     finder = AssetFinder(names)
@@ -188,9 +190,6 @@ def evaluate(path: Path = EVAL_PATH, learned: bool = True) -> dict[str, Any]:
             },
         })
 
-    def ratio(a: int, b: int) -> float | None:
-        return round(a / b, 4) if b else None
-
     all_ = counts["all"]
     return {
         "command": ".venv/bin/python -m pipeline.events.evaluate --json",
@@ -221,6 +220,8 @@ def evaluate_cryptolin(csv_path: Path, learned: bool = True, judged_path: Path =
     """Derive events from the CryptoLin headlines (published at noon UTC on their date) and score each derived
     event against its hand judgment. Precision only: the 2,146 headlines are not all labelled."""
     import csv
+
+    from models.scoring import ratio
 
     if not csv_path.exists():
         raise FileNotFoundError(f"no CryptoLin headlines at {csv_path.resolve()}: pass --cryptolin-csv PATH "
@@ -258,7 +259,7 @@ def evaluate_cryptolin(csv_path: Path, learned: bool = True, judged_path: Path =
         "tickers_from": tickers_from,
         "derived": derived,
         "correct": correct,
-        "precision": round(correct / derived, 4) if derived else None,
+        "precision": ratio(correct, derived),
         "unjudged": unjudged,
         "errors": errors,
     }
@@ -316,13 +317,15 @@ def _print_unseen(report: dict[str, Any], errors: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from models.sentiment.data import cryptolin_csv
+
     parser = argparse.ArgumentParser(description="Precision and recall of prediction-event derivation.")
     parser.add_argument("--json", action="store_true", help="print the full report as JSON")
     parser.add_argument("--errors", action="store_true", help="list every wrong, missed or spurious event")
     parser.add_argument("--path", type=Path, default=EVAL_PATH, help="labelled set (JSON lines)")
     parser.add_argument("--cryptolin", action="store_true",
                         help="precision on unseen CryptoLin headlines, derived events judged by hand")
-    parser.add_argument("--cryptolin-csv", type=Path, default=CRYPTOLIN_CSV,
+    parser.add_argument("--cryptolin-csv", type=Path, default=cryptolin_csv(),
                         help="CryptoLin's train.csv (default: ../shared/data/sentiment/cryptolin/train.csv)")
     parser.add_argument("--rules-only", action="store_true",
                         help="the rules alone, without the learned price model (pipeline.events.learned)")

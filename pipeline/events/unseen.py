@@ -22,6 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from models.scoring import ratio
 from models.splits import split_of
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -212,9 +213,6 @@ def score(items: list[Item], derive: Callable[[Item], Any], kinds: tuple[str, ..
             by_kind["all"]["correct"] += 1
         else:
             errors.append(_error(it, event, "wrong question" if golds else "derived, but the readers saw no event"))
-
-    def ratio(a: int, b: int) -> float | None:
-        return round(a / b, 4) if b else None
 
     for c in by_kind.values():
         c["precision"] = ratio(c["correct"], c["derived"])

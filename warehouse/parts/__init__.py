@@ -10,52 +10,40 @@ cost grows with the whole history. A set splits what the API serves by time into
 - ``publish``: a **manifest** lists the parts; ``snapshots/CURRENT`` names it. Crash safety and the lock.
 - ``read``: a set opened as one connection with the same tables as a single file, and its ``Layout`` for paging.
 
-Every public name is importable from here.
+Every public name is importable from here. The names load with their module on first use, so a reader that
+imports ``warehouse.parts.read`` alone (the API) does not load the write side (build, changes, contents, publish).
 """
 
-from warehouse.parts.build import TIME_COLUMN, Part, build_part, sidecar_name
-from warehouse.parts.changes import (
-    CHECKED,
-    SOURCES,
-    changed_periods,
-    period_aggregates,
-    periods_from,
-    periods_of_changed_stories,
-    range_aggregates,
-    totals,
-)
-from warehouse.parts.contents import (
-    INDEXES,
-    PART_EVENTS_SQL,
-    PART_NEWS_SQL,
-    PART_SENTIMENT_SQL,
-    PART_STORIES_SQL,
-    STAGE_SQL,
-    VALUES_SQL,
-    stage,
-    unstage,
-)
-from warehouse.parts.periods import EPOCH, HEAD, Cuts, period_range, serving_order
-from warehouse.parts.publish import LOCK, Previous, publish_lock, publish_set
-from warehouse.parts.read import (
-    PAGED,
-    SET_FORMAT,
-    TABLES,
-    Layout,
-    Segment,
-    connect_snapshot,
-    is_set,
-    open_set,
-    open_snapshot,
-    read_manifest,
-    set_parts,
-)
+from __future__ import annotations
 
-__all__ = [
-    "CHECKED", "EPOCH", "HEAD", "INDEXES", "LOCK", "PAGED", "PART_EVENTS_SQL", "PART_NEWS_SQL", "PART_SENTIMENT_SQL",
-    "PART_STORIES_SQL", "SET_FORMAT", "SOURCES", "STAGE_SQL", "TABLES", "TIME_COLUMN", "VALUES_SQL", "Cuts",
-    "Layout", "Part", "Previous", "Segment", "build_part", "changed_periods", "connect_snapshot", "is_set",
-    "open_set", "open_snapshot", "period_aggregates", "period_range", "periods_from", "periods_of_changed_stories",
-    "publish_lock", "publish_set", "range_aggregates", "read_manifest", "serving_order", "set_parts",
-    "sidecar_name", "stage", "totals", "unstage",
-]
+import importlib
+from typing import Any
+
+_NAMES = {
+    "build": ("TIME_COLUMN", "Part", "build_part", "sidecar_name"),
+    "changes": ("CHECKED", "SOURCES", "changed_periods", "period_aggregates", "periods_from",
+                "periods_of_changed_stories", "range_aggregates", "totals"),
+    "contents": ("INDEXES", "PART_EVENTS_SQL", "PART_NEWS_SQL", "PART_SENTIMENT_SQL", "PART_STORIES_SQL", "STAGE_SQL",
+                 "VALUES_SQL", "stage", "unstage"),
+    "periods": ("EPOCH", "HEAD", "Cuts", "period_range", "serving_order"),
+    "publish": ("LOCK", "Previous", "publish_lock", "publish_set"),
+    "read": ("PAGED", "SET_FORMAT", "TABLES", "Layout", "Segment", "connect_snapshot", "is_set", "open_set",
+             "open_snapshot", "read_manifest", "set_parts"),
+}
+_HOME = {name: module for module, names in _NAMES.items() for name in names}
+
+__all__ = sorted(_HOME)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _NAMES:  # a submodule not imported yet (``warehouse.parts.publish``)
+        return importlib.import_module(f"{__name__}.{name}")
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOME})

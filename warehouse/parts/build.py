@@ -29,15 +29,8 @@ from warehouse.parts.changes import CHECKED, range_aggregates
 from warehouse.parts.contents import INDEXES, VALUES_SQL, _part_sql
 from warehouse.parts.periods import EPOCH, Cuts, period_range
 from warehouse.parts.read import PAGED, SET_FORMAT, TABLES
-from warehouse.publish import (
-    PART_PREFIX,
-    PART_SUFFIX,
-    PARTIAL,
-    ROW_GROUP_SIZE,
-    _fsync,
-    _unlink,
-    write_atomically,
-)
+from warehouse.publish import ROW_GROUP_SIZE, _unlink, fsync_path, write_atomically
+from warehouse.published import PART_PREFIX, PART_SUFFIX, PARTIAL
 
 _US = timedelta(microseconds=1)
 TIME_COLUMN = {"news": "published_at", "stories": "first_seen", "events": "created_at"}
@@ -168,7 +161,7 @@ def build_part(
         )
         con.execute(f"CHECKPOINT {alias}")
         con.execute(f"DETACH {alias}")
-        _fsync(partial)
+        fsync_path(partial)
         # checked before a part is reused or served (Part.load, damage); the file was just written: the read
         # comes from the page cache
         _write_json(snapshots_dir / sidecar_name(name), {

@@ -43,16 +43,8 @@ from warehouse.parts.changes import (
 from warehouse.parts.contents import stage, unstage
 from warehouse.parts.periods import HEAD, Cuts, period_range, serving_order
 from warehouse.parts.read import SET_FORMAT, is_set, read_manifest
-from warehouse.publish import (
-    POINTER,
-    SET_PREFIX,
-    SET_SUFFIX,
-    _fsync,
-    current_snapshot,
-    point_to,
-    prune_snapshots,
-    remove_part,
-)
+from warehouse.publish import fsync_path, point_to, prune_snapshots, remove_part
+from warehouse.published import POINTER, SET_PREFIX, SET_SUFFIX, current_snapshot
 
 LOCK = ".publish.lock"
 
@@ -208,7 +200,7 @@ def _publish(con: duckdb.DuckDBPyConnection, snapshots_dir: Path, now: datetime,
         parts = [*reused.values(), *(p for p in built if p is not None)]
         parts = [p for period in serving_order([p.period for p in parts], cuts) for p in parts if p.period == period]
         if built:
-            _fsync(snapshots_dir)
+            fsync_path(snapshots_dir)
         crash_point("parts:written")
         union: dict[str, set[str]] = {"newsSources": set(), "newsTopics": set(), "tickers": set()}
         for part in parts:
@@ -232,7 +224,7 @@ def _publish(con: duckdb.DuckDBPyConnection, snapshots_dir: Path, now: datetime,
         "events": sum(p.counts["events"] for p in parts), "parts": [p.entry() for p in parts],
     })
     created.append(manifest_path.name)
-    _fsync(snapshots_dir)
+    fsync_path(snapshots_dir)
     crash_point("snapshot:written")
     point_to(snapshots_dir, manifest_path.name)
     crash_point("snapshot:published")

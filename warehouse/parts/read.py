@@ -17,7 +17,7 @@ from typing import Any
 
 import duckdb
 
-from warehouse.publish import SET_PREFIX, SET_SUFFIX
+from warehouse.published import SET_PREFIX, SET_SUFFIX
 
 SET_FORMAT = 3  # 3: events carry updated_at and withdrawn_at (2026-11-26)
 READABLE_FORMATS = (2, SET_FORMAT)  # a set of format 2 is served until the next publish replaces it
