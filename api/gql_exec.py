@@ -43,18 +43,8 @@ from api.errors import ApiError
 from api.gql_documents import GraphQLRequestError, Prepared
 from api.gql_schema import SCHEMA
 from warehouse import trends
-from warehouse.read import (
-    CacheMiss,
-    CursorError,
-    EventFilters,
-    NewsFilters,
-    PageRequest,
-    SnapshotReader,
-    StoryFilters,
-    decode_event_cursor,
-    decode_news_cursor,
-    decode_story_cursor,
-)
+from warehouse.cursors import CursorError, decode_event_cursor, decode_news_cursor, decode_story_cursor
+from warehouse.read import CacheMiss, EventFilters, NewsFilters, PageRequest, SnapshotReader, StoryFilters
 
 log = logging.getLogger("cryptowire.api")
 

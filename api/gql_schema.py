@@ -31,7 +31,7 @@ from graphql import (
     print_schema,
 )
 
-from warehouse.read import CursorError, Instant, parse_instant
+from warehouse.cursors import CursorError, Instant, parse_instant
 
 SDL_PATH = Path(__file__).with_name("schema.graphql")
 

@@ -112,7 +112,7 @@ def cursor_at(snapshot: Path, position: int) -> str:
     """The news cursor of the item just before ``position`` (so ``after`` it the page starts at ``position``)."""
     import duckdb
 
-    from warehouse.read import encode_news_cursor
+    from warehouse.cursors import encode_news_cursor
 
     con = duckdb.connect(str(snapshot), read_only=True)
     tag = con.execute("SELECT tag FROM snapshot_info").fetchall()[0][0]
@@ -127,7 +127,8 @@ def direct_query_ms(snapshot: Path, cursor: str, repeat: int = 200) -> dict[str,
     """The read side alone (no HTTP, no GraphQL): mean ms per page, for the record."""
     import duckdb
 
-    from warehouse.read import NewsFilters, PageRequest, SnapshotReader, decode_news_cursor
+    from warehouse.cursors import decode_news_cursor
+    from warehouse.read import NewsFilters, PageRequest, SnapshotReader
 
     con = duckdb.connect(str(snapshot), read_only=True)
     reader = SnapshotReader(con.cursor(), *SnapshotReader.info(con))

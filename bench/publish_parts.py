@@ -169,8 +169,9 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def page_latency(path: Path, pages: int) -> dict[str, Any]:
+    from warehouse.cursors import decode_news_cursor
     from warehouse.parts import open_snapshot
-    from warehouse.read import NewsFilters, PageCache, PageRequest, SnapshotReader, decode_news_cursor
+    from warehouse.read import NewsFilters, PageCache, PageRequest, SnapshotReader
 
     con, layout = open_snapshot(path)
     try:
@@ -181,7 +182,7 @@ def page_latency(path: Path, pages: int) -> dict[str, Any]:
         row = reader.news_page(PageRequest(first=1, after=None), NewsFilters(), need_previous=False)
         # the cursor of the row just before the deep page: page there by a plain keyset bound from SQL
         us, aid = con.execute("SELECT epoch_us(published_at), id FROM news WHERE pos = ?", [deep_pos - 1]).fetchall()[0]
-        from warehouse.read import encode_news_cursor
+        from warehouse.cursors import encode_news_cursor
 
         deep = decode_news_cursor(encode_news_cursor(us, aid, "0", 0))  # a foreign cursor: looked up by key
         cases = {

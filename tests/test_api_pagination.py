@@ -17,22 +17,18 @@ from api.app import create_app
 from tests.support.apiserver import ApiServer
 from tests.support.newsdata import BURST_AT, Data, build, make_articles, make_events, open_reader, republish
 from warehouse.config import Settings
-from warehouse.db import connect
-from warehouse.published import current_snapshot
-from warehouse.read import (
-    _US,
-    EPOCH,
+from warehouse.cursors import (
     CursorError,
-    EventFilters,
     Instant,
-    NewsFilters,
-    PageRequest,
-    SnapshotReader,
     decode_event_cursor,
     decode_news_cursor,
     encode_news_cursor,
     parse_instant,
+    to_us,
 )
+from warehouse.db import connect
+from warehouse.published import current_snapshot
+from warehouse.read import EventFilters, NewsFilters, PageRequest, SnapshotReader
 
 N_ARTICLES, BURST, N_EVENTS = 640, 300, 90
 
@@ -146,7 +142,7 @@ def test_a_cursor_edited_by_hand_pages_by_its_key(reader: SnapshotReader, data: 
     honest = decode_news_cursor(reader.news_cursor(whole.rows[10]))
     assert honest.pos is not None
     for pos in (honest.pos + 10, 0, honest.pos - 1):
-        forged = decode_news_cursor(encode_news_cursor((honest.at - EPOCH) // _US, honest.id, honest.tag, pos))
+        forged = decode_news_cursor(encode_news_cursor(to_us(honest.at), honest.id, honest.tag, pos))
         assert _ids(reader.news_page(PageRequest(first=5, after=forged))) == order[11:16], pos
         assert _ids(reader.news_page(PageRequest(last=5, before=forged))) == order[5:10], pos
 
@@ -368,7 +364,7 @@ def test_event_cursor_is_created_at(client: Client, data: Data) -> None:
 
 
 def test_a_long_bad_cursor_is_echoed_cut_with_an_ellipsis() -> None:
-    from warehouse.read import decode_news_cursor
+    from warehouse.cursors import decode_news_cursor
 
     with pytest.raises(ValueError) as long:
         decode_news_cursor("x" * 100)

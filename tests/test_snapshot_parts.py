@@ -31,20 +31,12 @@ from api.app import create_app
 from tests.support.apiserver import ApiServer
 from tests.support.newsdata import Data, make_articles, make_events, open_reader, write
 from warehouse.config import Settings
+from warehouse.cursors import decode_news_cursor, decode_story_cursor, parse_instant
 from warehouse.db import connect
 from warehouse.parts import HEAD, SET_FORMAT, open_set, publish_set, read_manifest, set_parts
 from warehouse.publish import list_parts, list_snapshots, publish_snapshot
 from warehouse.published import PARTIAL, current_snapshot
-from warehouse.read import (
-    EventFilters,
-    NewsFilters,
-    PageRequest,
-    SnapshotReader,
-    StoryFilters,
-    decode_news_cursor,
-    decode_story_cursor,
-    parse_instant,
-)
+from warehouse.read import EventFilters, NewsFilters, PageRequest, SnapshotReader, StoryFilters
 from warehouse.repair import repair_snapshots, valid_snapshot
 from warehouse.sentiment import refresh_asset_sentiment
 

@@ -183,8 +183,8 @@ def test_plot_gives_the_same_advice(cli_home: Path, tmp_path: Path) -> None:
     (["--ticker", "BTC$"], "must be a symbol such as BTC"),
     (["--ticker", "BTC; DROP"], "must be a symbol such as BTC"),
     (["--ticker", "BTC", "--interval", "month"], "choose hour, day or week"),
-    (["--ticker", "BTC", "--since", "yesterday"], "is not an ISO 8601 date"),
-    (["--ticker", "BTC", "--until", "2024-13-01"], "is not an ISO 8601 date"),
+    (["--ticker", "BTC", "--since", "yesterday"], "is not a date or timestamp of the form"),
+    (["--ticker", "BTC", "--until", "2024-13-01"], "is not a date or timestamp of the form"),
 ])
 def test_plot_refuses_bad_arguments_as_usage_errors(cli_home: Path, tmp_path: Path, args: list[str],
                                                     what: str) -> None:

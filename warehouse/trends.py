@@ -28,7 +28,8 @@ from typing import Any
 
 import duckdb
 
-from warehouse.read import Instant, has_column, iso_ms, snapshot_fact
+from warehouse.cursors import Instant, iso_ms
+from warehouse.read import has_column, snapshot_fact
 
 INTERVALS = {"HOUR": timedelta(hours=1), "DAY": timedelta(days=1), "WEEK": timedelta(weeks=1)}
 MAX_BUCKETS = {"HOUR": 24 * 31, "DAY": 732, "WEEK": 262}  # 31 days of hours, 2 years of days, 5 years of weeks

@@ -23,7 +23,7 @@ from pipeline.commands.output import (
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from warehouse.read import Instant
+    from warehouse.cursors import Instant
     from warehouse.trends import RangeError
 
 IMAGE_SUFFIXES = (".png", ".svg", ".pdf")  # the chart is written in the format --out's suffix names
@@ -115,7 +115,7 @@ def _check_interval(value: str | None) -> str | None:
 
 def _check_instant(value: str | None) -> str | None:
     """--since / --until read as the API reads `since` / `until`; one that cannot be read is a usage error."""
-    from warehouse.read import CursorError, parse_instant
+    from warehouse.cursors import CursorError, parse_instant
 
     if value is not None:
         try:
@@ -175,7 +175,7 @@ def register(app: typer.Typer) -> None:
         import duckdb
 
         from warehouse.config import get_settings
-        from warehouse.read import parse_instant
+        from warehouse.cursors import parse_instant
         from warehouse.trends import (
             RangeError,
             SentimentRequest,
