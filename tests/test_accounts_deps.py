@@ -3,32 +3,24 @@ dagster or torch); the CLI's key commands use accounts, never api internals; API
 
 from __future__ import annotations
 
-import ast
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.imports import imported
+
 PROJECT = Path(__file__).resolve().parents[1]
 FIRST_PARTY = ("accounts", "api", "pipeline", "models", "warehouse", "tests", "bench")
 BANNED_THIRD_PARTY = ("dagster", "torch", "transformers")
 
 
-def imports(path: Path) -> set[str]:
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-        if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-    return found
-
 
 def test_accounts_imports_warehouse_config_only() -> None:
     bad = {}
     for path in sorted((PROJECT / "accounts").rglob("*.py")):
-        for mod in imports(path):
+        for mod in imported(path):
             top = mod.split(".")[0]
             if (top in FIRST_PARTY and top != "accounts" and mod != "warehouse.config") or top in BANNED_THIRD_PARTY:
                 bad.setdefault(path.name, []).append(mod)
@@ -37,7 +29,7 @@ def test_accounts_imports_warehouse_config_only() -> None:
 
 def test_the_key_commands_use_accounts_not_api() -> None:
     for rel in ("pipeline/commands/keys.py", "pipeline/up.py"):
-        used = imports(PROJECT / rel)
+        used = imported(PROJECT / rel)
         assert not [m for m in used if m.split(".")[0] == "api"], rel
         assert any(m.split(".")[0] == "accounts" for m in used), rel
 

@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
+
+from tests.support.imports import imported
 
 PROJECT = Path(__file__).resolve().parents[1]
 # package -> the top-level modules it must never import, at any depth of its tree
@@ -17,18 +18,9 @@ BANNED = {
 }
 
 
-def _imported(path: Path) -> set[str]:
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-        if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-    return found
-
 
 @pytest.mark.parametrize("package", sorted(BANNED))
 def test_package_imports_nothing_above_it(package: str) -> None:
-    bad = {str(p.relative_to(PROJECT)): sorted(m for m in _imported(p) if m.split(".")[0] in BANNED[package])
+    bad = {str(p.relative_to(PROJECT)): sorted(m for m in imported(p) if m.split(".")[0] in BANNED[package])
            for p in sorted((PROJECT / package).rglob("*.py"))}
     assert {k: v for k, v in bad.items() if v} == {}

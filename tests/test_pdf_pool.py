@@ -18,6 +18,7 @@ from api.pdf.pool import BrowserPool
 from api.pdf.render import render
 from api.pdf.ssrf import Policy
 from tests.support.httpserver import LocalServer, static
+from tests.support.procs import running
 from warehouse.config import Settings
 
 CHROMIUM = Settings().chromium_path
@@ -48,7 +49,7 @@ def test_browser_is_replaced_after_n_conversions_and_above_the_memory_limit(loca
             assert by_count.stats["restarts"] == 1 and by_count.stats["launches"] == 2, by_count.stats
             assert gens[0] == 1 and gens[-1] == 2
             await asyncio.sleep(0.5)
-            assert first_pid is not None and not _running(first_pid)  # the retired browser really went away
+            assert first_pid is not None and not running(first_pid)  # the retired browser really went away
         finally:
             await by_count.close()
 
@@ -135,13 +136,6 @@ def test_busy_message_counts_in_good_english() -> None:
 
     assert asyncio.run(go()).startswith("the only renderer is busy and 1 request is waiting; ")
 
-
-def _running(pid: int) -> bool:
-    stat = Path(f"/proc/{pid}/stat")
-    try:
-        return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def test_the_browser_pid_is_found_behind_a_launcher_script(tmp_path: Path) -> None:

@@ -31,6 +31,7 @@ from api.pdf.params import parse_params
 from api.pdf.ssrf import Policy
 from tests.support.apiserver import ApiServer, PdfEnv, free_port
 from tests.support.httpserver import LocalServer, Reply, RequestHandler, static
+from tests.support.procs import wait_for
 from warehouse.config import Settings
 
 PDF = "/api/html-to-pdf/k"
@@ -139,14 +140,6 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
             silent.close()
 
 
-def _wait_for(condition: Any, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
 
 def _fds() -> int:
     return len(os.listdir("/proc/self/fd"))
@@ -165,9 +158,9 @@ def test_connections_to_a_server_that_never_answers_are_closed_after_the_render(
         r = env.get(url=env.page.url("/silent-images"), timeoutMs=2000)
         assert r.status_code == 504 and "x-cu-cost" not in r.headers, r.text
     # Chromium dropped its side of each image connection: the proxy closes the origin's side too, soon
-    assert _wait_for(lambda: env.pool.egress.open_connections == 0, 5), env.pool.egress.open_connections
-    assert _wait_for(lambda: env.silent.open_connections() == 0, 5), env.silent.open_connections()
-    assert _wait_for(lambda: _fds() <= fds + 2, 5), (fds, _fds())
+    assert wait_for(lambda: env.pool.egress.open_connections == 0, 5), env.pool.egress.open_connections
+    assert wait_for(lambda: env.silent.open_connections() == 0, 5), env.silent.open_connections()
+    assert wait_for(lambda: _fds() <= fds + 2, 5), (fds, _fds())
 
 
 def test_a_connection_on_which_nothing_moves_is_closed(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -241,7 +234,7 @@ def test_a_request_refused_as_busy_never_fetches_its_page(env: Env) -> None:
     for t in threads:
         t.start()
     try:
-        assert _wait_for(lambda: env.page.hits("/slow-html") == fetched + 3, 5)
+        assert wait_for(lambda: env.page.hits("/slow-html") == fetched + 3, 5)
         for _ in range(5):
             started = time.monotonic()
             r = env.get(url=env.page.url("/slow-html"))
@@ -394,7 +387,7 @@ def test_a_forced_stop_during_a_render_refunds_its_charge(tmp_path: Path) -> Non
             cwd=PROJECT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
         )
         try:
-            assert _wait_for(lambda: _answers(f"http://127.0.0.1:{port}/healthz") or proc.poll() is not None, 60)
+            assert wait_for(lambda: _answers(f"http://127.0.0.1:{port}/healthz") or proc.poll() is not None, 60)
             assert proc.poll() is None, proc.communicate()[0]
             answers: list[Any] = []
 
@@ -407,7 +400,7 @@ def test_a_forced_stop_during_a_render_refunds_its_charge(tmp_path: Path) -> Non
 
             client = threading.Thread(target=call)
             client.start()
-            assert _wait_for(lambda: page.hits("/never.png") > 0, 30)  # charged, and rendering
+            assert wait_for(lambda: page.hits("/never.png") > 0, 30)  # charged, and rendering
             proc.send_signal(signal.SIGINT)  # graceful: waits for the render...
             time.sleep(0.5)
             proc.send_signal(signal.SIGINT)  # ... forced (Ctrl+C twice): the render is cancelled

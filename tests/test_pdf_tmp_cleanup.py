@@ -9,15 +9,14 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import Any
 
 import httpx
 
 from api.pdf import procmem
 from tests.support.apiserver import free_port
 from tests.support.httpserver import LocalServer, static
+from tests.support.procs import cmdline, running, wait_for
 from warehouse.config import Settings
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -46,7 +45,7 @@ def test_a_killed_servers_browser_files_are_removed_by_the_next_start_and_a_live
             os.killpg(killed.proc.pid, signal.SIGKILL)  # the server and its Playwright driver
             killed.proc.wait(10)
             # Chromium is in a process group of its own; it exits when its pipe to the driver closes.
-            assert _wait_for(lambda: not any(_running(pid) for pid in killed.browser), 15), killed.browser
+            assert wait_for(lambda: not any(running(pid) for pid in killed.browser), 15), killed.browser
             assert killed_profile.exists()  # nothing removed it
 
             restarted = Server(home, systmp, page.port)
@@ -91,13 +90,13 @@ class Server:
         def launched() -> bool:
             assert self.proc.poll() is None, "the server exited"
             for pid in procmem.descendants(self.proc.pid):
-                args = _cmdline(pid)
+                args = cmdline(pid)
                 if any(a.startswith("--cryptowire-pdf-pool=") for a in args):
                     self.browser = sorted({*self.browser, *procmem.descendants(pid)})
                     found.extend(Path(a.split("=", 1)[1]) for a in args if a.startswith("--user-data-dir="))
             return bool(found)
 
-        assert _wait_for(launched, 60), "no browser started"
+        assert wait_for(launched, 60), "no browser started"
         return found[0]
 
     def stop(self) -> None:
@@ -109,24 +108,3 @@ class Server:
                 os.kill(pid, signal.SIGKILL)
 
 
-def _cmdline(pid: int) -> list[str]:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
-    except OSError:
-        return []
-
-
-def _running(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def _wait_for(condition: Any, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
