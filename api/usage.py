@@ -1,6 +1,6 @@
 """``GET /api/usage/{accessKey}?days=7``: a key's own usage — today's allowance, and CU per UTC day and per API.
 
-The key authenticates the call (401 if unknown or revoked) and counts against its request rate; it costs no CU.
+The key authenticates the call (401 if unknown, revoked or rotated past its grace period) and counts against its request rate; it costs no CU.
 """
 
 from __future__ import annotations

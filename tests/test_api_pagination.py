@@ -147,6 +147,16 @@ def test_a_cursor_edited_by_hand_pages_by_its_key(reader: SnapshotReader, data: 
         assert _ids(reader.news_page(PageRequest(last=5, before=forged))) == order[5:10], pos
 
 
+@pytest.mark.parametrize(("text", "at"), [
+    ("2024-12-01T10:00:00.0000000Z", datetime(2024, 12, 1, 10)),  # .NET's "o"
+    ("2024-12-01T10:00:00.123456789+02:00", datetime(2024, 12, 1, 8, 0, 0, 123456)),  # Go's RFC3339Nano
+    ("2024-12-01T10:00:00,5Z", datetime(2024, 12, 1, 10, 0, 0, 500000)),
+    ("2024-12-01 10:00", datetime(2024, 12, 1, 10)),
+])
+def test_timestamps_of_common_clients_are_read(text: str, at: datetime) -> None:
+    assert parse_instant(text).at == at
+
+
 @pytest.mark.parametrize("text", ["20241201", "2024-W48-7", "2024-12-01T10", "+2024-12-01"])
 def test_dates_of_other_iso_forms_are_refused_with_the_forms_that_work(text: str) -> None:
     with pytest.raises(CursorError, match="of the form 2024-12-01 or 2024-12-01T10:00:00.000Z"):

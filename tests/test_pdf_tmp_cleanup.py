@@ -4,6 +4,7 @@ Chromium."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -12,6 +13,7 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 
 from api.pdf import procmem
 from tests.support.apiserver import free_port
@@ -108,3 +110,34 @@ class Server:
                 os.kill(pid, signal.SIGKILL)
 
 
+
+
+@pytest.mark.parametrize("binary", ["/usr/bin/chromium-headless-shell", "/usr/bin/chromium"])
+def test_both_browsers_render_under_a_long_data_home_and_a_closed_pool_removes_its_directory(
+    tmp_path: Path, binary: str,
+) -> None:
+    """Full Chromium opens a Unix socket in its TMPDIR (at most 107 bytes): under a data home it would not start."""
+    if not Path(binary).exists():
+        pytest.skip(f"{binary} is not installed (Debian package chromium / chromium-headless-shell)")
+    from api.pdf.params import parse_params
+    from api.pdf.pool import BrowserPool
+    from api.pdf.render import render
+    from api.pdf.ssrf import Policy
+
+    root = tmp_path / ("a-data-home-with-a-long-name-" * 3) / "run" / "chromium-tmp"
+    with LocalServer() as page:
+        page.routes["/p"] = static("<h1>P</h1>")
+        policy = Policy([f"127.0.0.1:{page.port}"])
+
+        async def go() -> None:
+            pool = BrowserPool(Path(binary), policy, concurrency=1, queue=1, spares=0, tmp_dir=root)
+            try:
+                loop = asyncio.get_running_loop()
+                result = await render(pool, policy, parse_params({"url": page.url("/p")}), loop.time() + 60)
+                assert result.pdf.startswith(b"%PDF-")
+                assert [d for d in root.iterdir() if d.is_dir()], "the pool made no directory of its own"
+            finally:
+                await pool.close()
+
+        asyncio.run(go())
+    assert [d for d in root.iterdir() if d.is_dir()] == []

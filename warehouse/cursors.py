@@ -22,8 +22,6 @@ EPOCH = datetime(1970, 1, 1)
 _ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 
 
-
-
 MIN_YEAR, MAX_YEAR = 2, 9998  # as assetSentiment's range (warehouse.trends)
 
 
@@ -55,8 +53,9 @@ def echo(text: str, limit: int = 64) -> str:
     return repr(text[:limit]) + ("…" if len(text) > limit else "")
 
 
-# The forms the docs name: a date, or a date and time (seconds and fraction optional), with Z, an offset or none.
-_ISO_FORM = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?(?:Z|[+-]\d{2}(?::?\d{2})?)?)?\Z")
+# The forms the docs name: a date, or a date and time (seconds and a fraction of any length optional: .NET writes 7
+# digits, Java and Go up to 9), with Z, an offset or none.
+_ISO_FORM = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}(?::?\d{2}){0,2})?)?\Z", re.ASCII)
 
 
 def parse_instant(text: str) -> Instant:

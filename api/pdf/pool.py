@@ -227,7 +227,11 @@ class BrowserPool:
         if self.egress.server is None:
             await self.egress.start()
         if self.tmp_dir is not None and self._tmp is None:
-            self._tmp, self._tmp_lock = await asyncio.to_thread(claim_tmp_dir, self.tmp_dir)
+            try:
+                self._tmp, self._tmp_lock = await asyncio.to_thread(claim_tmp_dir, self.tmp_dir)
+            except OSError as exc:  # renders matter more than where their temp files go
+                log.warning("pdf: cannot use %s for the browser's temp files (%s); using the system's", self.tmp_dir, exc)
+                self.tmp_dir = None
         if self._playwright is None:
             self._pw_cm = async_playwright()
             # The driver makes the profile and artifacts directories in its own TMPDIR, which it takes from ours.
@@ -235,7 +239,9 @@ class BrowserPool:
                 self._playwright = await self._pw_cm.__aenter__()
         marker = f"--cryptowire-pdf-pool={uuid.uuid4().hex}"  # finds the browser's pid in /proc
         args = [*BASE_ARGS, f"--proxy-server=socks5://127.0.0.1:{self._dead.getsockname()[1]}", marker]
-        env = None if self._tmp is None else {**os.environ, "TMPDIR": str(self._tmp)}  # Chromium's own temp files
+        # Chromium gets the server's own TMPDIR back (it would inherit the driver's): the full chromium binary puts
+        # a Unix socket there, and a socket path under a data home can pass the 107-byte limit.
+        env = None if self._tmp is None else dict(os.environ)
         browser = await self._playwright.chromium.launch(
             executable_path=str(self.chromium_path), args=args, headless=True, handle_sigint=False,
             handle_sigterm=False, handle_sighup=False, env=env,
@@ -545,6 +551,9 @@ def _owned(directory: Path) -> bool:
         fd = os.open(directory / OWNER, os.O_RDONLY)
     except FileNotFoundError:  # its process was killed before it took the lock
         return False
+    except OSError as exc:  # another user's, say: not ours to remove
+        log.warning("pdf: leaving %s, its owner cannot be checked (%s)", directory, exc)
+        return True
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -26,6 +26,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from models.scoring import ratio
+from models.tagging import get_tagger, load_registry
 from pipeline.events.derive import ArticleIn, EventCandidate, derive_article, derive_events
 from pipeline.events.mentions import AssetFinder
 from pipeline.events.templates import KINDS
@@ -38,12 +40,6 @@ EVAL_PATH = PROJECT / "models" / "eval" / "events.jsonl"
 CRYPTOLIN_JUDGED = PROJECT / "models" / "eval" / "events_cryptolin.jsonl"
 FIELDS = ("asset", "kind", "comparator", "threshold", "date")
 
-# Only if models.tagging cannot be imported: a tiny name -> ticker map, so the script still runs.
-_FALLBACK_NAMES = {
-    "BTC": "Bitcoin", "ETH": "Ethereum", "SOL": "Solana", "XRP": "XRP", "ADA": "Cardano", "DOGE": "Dogecoin",
-    "AVAX": "Avalanche", "LINK": "Chainlink", "DOT": "Polkadot", "TON": "Toncoin", "SUI": "Sui", "AAVE": "Aave",
-    "OP": "Optimism", "KAS": "Kaspa", "HYPE": "Hyperliquid", "BNB": "BNB",
-}
 
 
 @dataclass(frozen=True)
@@ -84,18 +80,6 @@ Tag = Callable[[str, str, datetime | None], tuple[tuple[str, ...], tuple[str, ..
 def _tagging() -> tuple[Tag, Mapping[str, str], str]:
     """(tag function, ticker -> name, where tickers came from). Tickers are those of the article's date, as the
     pipeline tags them (a 2024 "Polygon" is MATIC, not POL)."""
-    try:
-        from models.tagging import get_tagger, load_registry
-    except ModuleNotFoundError as exc:  # only a missing tagging package falls back; a broken one is an error
-        if exc.name not in ("models", "models.tagging"):
-            raise
-        finder = AssetFinder(_FALLBACK_NAMES)
-
-        def fallback(title: str, summary: str, _at: datetime | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
-            found = finder.find(f"{title} {summary}")
-            return tuple(dict.fromkeys(m.ticker for m in found)), ()
-
-        return fallback, _FALLBACK_NAMES, "fallback name map in pipeline/events/evaluate.py"
     tagger = get_tagger()
 
     def tag(title: str, summary: str, at: datetime | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -128,8 +112,6 @@ def _matches(label: Mapping[str, Any], event: EventCandidate) -> list[str]:
 
 
 def evaluate(path: Path = EVAL_PATH, learned: bool = True) -> dict[str, Any]:
-    from models.scoring import ratio  # here: this module imports models only where it uses it (see _tagging)
-
     rows = load_rows(path)
     tag, names, tickers_from = _tagging()
     finder = AssetFinder(names)
@@ -220,8 +202,6 @@ def evaluate_cryptolin(csv_path: Path, learned: bool = True, judged_path: Path =
     """Derive events from the CryptoLin headlines (published at noon UTC on their date) and score each derived
     event against its hand judgment. Precision only: the 2,146 headlines are not all labelled."""
     import csv
-
-    from models.scoring import ratio
 
     if not csv_path.exists():
         raise FileNotFoundError(f"no CryptoLin headlines at {csv_path.resolve()}: pass --cryptolin-csv PATH "
