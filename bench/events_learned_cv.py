@@ -27,7 +27,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline.events.derive import ArticleIn, derive_article  # noqa: E402
-from pipeline.events.evaluate import _tagging  # noqa: E402
+from pipeline.events.evaluate import eval_tagging  # noqa: E402
 from pipeline.events.mentions import AssetFinder  # noqa: E402
 from pipeline.events.price_training import TRAINING_PARTS, training_rows  # noqa: E402
 from pipeline.events.unseen import SHIPPED_KINDS, development_items, matches  # noqa: E402
@@ -36,7 +36,7 @@ from pipeline.events.unseen import SHIPPED_KINDS, development_items, matches  # 
 def rules_alone(parts: tuple[str, ...]) -> tuple[dict[str, tuple[bool, bool]], int]:
     """key -> (the rules derived an event, it is correct), and the number of items with a gold question."""
     items = development_items(parts)
-    tag, names, _ = _tagging()
+    tag, names, _ = eval_tagging()
     finder = AssetFinder(names)
     out, gold_items = {}, 0
     for it in items:

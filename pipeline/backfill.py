@@ -68,12 +68,12 @@ def _unscored(con: Any, part: Any, model_version: str, tagger_version: str) -> i
     """Articles of ``part``'s day that the warehouse still lacks scores or tags for. Any such article means the
     day is not done, whatever its content id says now (articles may have arrived since the export): a day is
     counted merged only when the warehouse shows its articles scored."""
-    from pipeline.partitions import _midnight
+    from pipeline.partitions import day_start
 
     return con.execute(
         "SELECT count(*) FROM articles WHERE published_at >= ? AND published_at < ? "
         "AND (model_version IS DISTINCT FROM ? OR tagger_version IS DISTINCT FROM ?)",
-        [_midnight(part.day), _midnight(part.day + timedelta(days=1)), model_version, tagger_version],
+        [day_start(part.day), day_start(part.day + timedelta(days=1)), model_version, tagger_version],
     ).fetchall()[0][0]
 
 

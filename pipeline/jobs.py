@@ -43,14 +43,14 @@ class InstanceError(Exception):
     """The data home's Dagster instance cannot be opened as the settings say: one line saying why and what to do."""
 
 
-def _where(url: str) -> str:
+def postgres_where(url: str) -> str:
     """host:port/db of a dagster-postgres URL, never its user or password."""
     from accounts.postgres import describe
 
     return describe(url.replace("postgresql+psycopg2://", "postgresql://", 1))
 
 
-def _written_postgres_url(target: Path) -> str | None:
+def written_postgres_url(target: Path) -> str | None:
     """The Postgres URL the data home's dagster.yaml stores the instance in, if it does."""
     import yaml
 
@@ -69,14 +69,14 @@ def prepare_dagster_home(settings: Settings, write: bool = True) -> Path:
     no database or another one: that would silently switch the data home to another instance."""
     home = settings.dagster_home.resolve()
     target = home / "dagster.yaml"
-    written = _written_postgres_url(target)
+    written = written_postgres_url(target)
     wanted = dagster_postgres_url(settings.database_url) if settings.database_url else None
     # The same host, port and database with other credentials or options (a rotated password, sslmode) is the
     # same instance: the file is rewritten below. Only no URL or another database would switch instances.
-    if written and (not wanted or _where(wanted) != _where(written)):
-        now = f"names {_where(wanted)}" if wanted else "is unset"
+    if written and (not wanted or postgres_where(wanted) != postgres_where(written)):
+        now = f"names {postgres_where(wanted)}" if wanted else "is unset"
         raise InstanceError(
-            f"this data home's Dagster instance is in Postgres at {_where(written)} and CRYPTOWIRE_DATABASE_URL "
+            f"this data home's Dagster instance is in Postgres at {postgres_where(written)} and CRYPTOWIRE_DATABASE_URL "
             f"{now}: set CRYPTOWIRE_DATABASE_URL to that database (to move the instance deliberately, delete "
             f"{target} and run the command again)"
         )
@@ -101,7 +101,7 @@ def open_instance(settings: Settings, write: bool = True) -> Any:
     """The data home's Dagster instance (``prepare_dagster_home``), or ``InstanceError`` at once when its Postgres
     cannot be reached: one connection attempt first, instead of Dagster's retries and traceback."""
     home = prepare_dagster_home(settings, write)
-    url = _written_postgres_url(home / "dagster.yaml")
+    url = written_postgres_url(home / "dagster.yaml")
     if url:
         import psycopg2
 
@@ -112,7 +112,7 @@ def open_instance(settings: Settings, write: bool = True) -> Any:
             # libpq's first line ends with the reason ("Connection refused"); it never holds the password
             reason = " ".join(str(exc).strip().splitlines()[0].rsplit(" failed: ", 1)[-1].split())
             raise InstanceError(
-                f"cannot reach the Dagster instance's Postgres at {_where(url)} (CRYPTOWIRE_DATABASE_URL): "
+                f"cannot reach the Dagster instance's Postgres at {postgres_where(url)} (CRYPTOWIRE_DATABASE_URL): "
                 f"{reason}; start that server, or set CRYPTOWIRE_DATABASE_URL to the one that holds it"
             ) from None
     return dg.DagsterInstance.get()

@@ -110,7 +110,7 @@ def export_partitions(
               AND (model_version IS DISTINCT FROM ? OR tagger_version IS DISTINCT FROM ?)"""
     day_list = con.execute(
         f"SELECT published_at::DATE AS day FROM (SELECT published_at {todo}) GROUP BY day ORDER BY day",
-        [_midnight(since), _midnight(until + timedelta(days=1)), model_version, tagger_version],
+        [day_start(since), day_start(until + timedelta(days=1)), model_version, tagger_version],
     ).fetchall()
     with_work = {day for (day,) in day_list}
     for day in days(since, until):
@@ -120,7 +120,7 @@ def export_partitions(
     for (day,) in day_list:  # one day in memory at a time: a backfill of years does not hold them all
         frame = pl.from_arrow(con.sql(
             f"SELECT id, title, summary, published_at, content_hash {todo} ORDER BY id",
-            params=[_midnight(day), _midnight(day + timedelta(days=1)), model_version, tagger_version],
+            params=[day_start(day), day_start(day + timedelta(days=1)), model_version, tagger_version],
         ).to_arrow_table())
         assert isinstance(frame, pl.DataFrame)
         pid = input_id(model_version, tagger_version, list(zip(frame["id"], frame["content_hash"], strict=True)))
@@ -167,7 +167,7 @@ def _remove_leftovers(folder: Path) -> None:
                 path.unlink(missing_ok=True)
 
 
-def _midnight(day: date) -> datetime:
+def day_start(day: date) -> datetime:
     return datetime.combine(day, datetime.min.time())
 
 

@@ -209,12 +209,12 @@ def _runs(settings: Settings) -> dict[str, Any]:
 def _instance_note(settings: Settings) -> dict[str, Any]:
     """When CRYPTOWIRE_DATABASE_URL names Postgres but the data home's dagster.yaml still keeps the instance in
     SQLite: status reads SQLite (it never rewrites dagster.yaml); the next writing command moves the instance."""
-    from pipeline.jobs import _where, _written_postgres_url, dagster_postgres_url
+    from pipeline.jobs import dagster_postgres_url, postgres_where, written_postgres_url
 
-    if not settings.database_url or _written_postgres_url(settings.dagster_home / "dagster.yaml"):
+    if not settings.database_url or written_postgres_url(settings.dagster_home / "dagster.yaml"):
         return {}
     return {"instance_note": (
-        f"CRYPTOWIRE_DATABASE_URL names Postgres at {_where(dagster_postgres_url(settings.database_url))}, but this "
+        f"CRYPTOWIRE_DATABASE_URL names Postgres at {postgres_where(dagster_postgres_url(settings.database_url))}, but this "
         "data home's Dagster instance is still in SQLite: the runs shown are SQLite's; the next `cryptowire "
         "materialize`, `daemon` or `webserver` moves the instance to Postgres (the SQLite run history stays behind)")}
 

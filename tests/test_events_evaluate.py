@@ -85,9 +85,9 @@ def test_unseen_cryptolin_headlines_every_derived_event_is_judged() -> None:
 
 def test_the_evaluation_tags_as_of_the_article_date() -> None:
     """As the pipeline does: a 2024 "Polygon" is MATIC, a 2026 one POL (the scores compare gold tickers)."""
-    from pipeline.events.evaluate import _tagging
+    from pipeline.events.evaluate import eval_tagging
 
-    tag, _, source = _tagging()
+    tag, _, source = eval_tagging()
     assert source.startswith("models.tagging")
     assert "MATIC" in tag("Polygon Price Eyes $1", "", datetime(2024, 2, 16))[0]
     assert "POL" in tag("Polygon Price Eyes $1", "", datetime(2026, 2, 16))[0]

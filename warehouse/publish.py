@@ -199,7 +199,7 @@ def publish_snapshot(con: duckdb.DuckDBPyConnection, snapshots_dir: Path, keep: 
         con.execute(f"CHECKPOINT {alias}")
     except BaseException:
         con.execute(f"DETACH {alias}")
-        _unlink(partial)
+        unlink_quietly(partial)
         raise
     con.execute(f"DETACH {alias}")
     fsync_path(partial)
@@ -299,7 +299,7 @@ def prune_snapshots(snapshots_dir: Path, keep: int = 3, holding_lock: bool = Fal
             continue
         if in_use(path):
             continue
-        _unlink(path)
+        unlink_quietly(path)
         deleted.append(path)
     if not list_parts(snapshots_dir) and not any(snapshots_dir.glob(f"{PART_PREFIX}*.json")):
         return deleted
@@ -342,7 +342,7 @@ def remove_part(path: Path) -> None:
     """A part file, its DuckDB log and its sidecar."""
     from warehouse import parts
 
-    _unlink(path)
+    unlink_quietly(path)
     path.with_name(parts.sidecar_name(path.name)).unlink(missing_ok=True)
 
 
@@ -351,6 +351,6 @@ def _held() -> Iterator[bool]:
     yield True
 
 
-def _unlink(path: Path) -> None:
+def unlink_quietly(path: Path) -> None:
     for p in (path, path.with_name(path.name + ".wal")):
         p.unlink(missing_ok=True)

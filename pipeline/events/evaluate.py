@@ -77,7 +77,7 @@ def load_rows(path: Path = EVAL_PATH) -> list[Row]:
 Tag = Callable[[str, str, datetime | None], tuple[tuple[str, ...], tuple[str, ...]]]
 
 
-def _tagging() -> tuple[Tag, Mapping[str, str], str]:
+def eval_tagging() -> tuple[Tag, Mapping[str, str], str]:
     """(tag function, ticker -> name, where tickers came from). Tickers are those of the article's date, as the
     pipeline tags them (a 2024 "Polygon" is MATIC, not POL)."""
     tagger = get_tagger()
@@ -113,7 +113,7 @@ def _matches(label: Mapping[str, Any], event: EventCandidate) -> list[str]:
 
 def evaluate(path: Path = EVAL_PATH, learned: bool = True) -> dict[str, Any]:
     rows = load_rows(path)
-    tag, names, tickers_from = _tagging()
+    tag, names, tickers_from = eval_tagging()
     finder = AssetFinder(names)
     articles: list[ArticleIn] = []
     derived: dict[str, EventCandidate | None] = {}
@@ -211,7 +211,7 @@ def evaluate_cryptolin(csv_path: Path, learned: bool = True, judged_path: Path =
         if line.strip():
             d = json.loads(line)
             judged[str(d["id"])] = d["label"]
-    tag, names, tickers_from = _tagging()
+    tag, names, tickers_from = eval_tagging()
     finder = AssetFinder(names)
     derived, correct, unjudged, errors = 0, 0, [], []
     with csv_path.open(encoding="utf-8", newline="") as f:
@@ -253,7 +253,7 @@ def evaluate_unseen(split: str, path: Path | None = None, learned: bool = True) 
     path = path or PART_PATHS.get(split, UNSEEN_PATH)
     items = load_unseen(path)
     chosen = [it for it in items if split == "all" or it.split == split]
-    tag, names, tickers_from = _tagging()
+    tag, names, tickers_from = eval_tagging()
     finder = AssetFinder(names)
 
     def derive(it: Any) -> EventCandidate | None:

@@ -23,16 +23,16 @@ from typing import Any
 from pipeline.events.mentions import Mention
 from pipeline.events.numbers import find_amounts
 from pipeline.events.price import (
-    _CONDITION,
-    _COUNT_AFTER,
-    _COUNT_BEFORE,
-    _LEVEL,
-    _NEGATED,
-    _NOT_A_PRICE,
-    _PAST_GUARD,
+    CONDITION,
+    COUNT_AFTER,
+    COUNT_BEFORE,
     FIRST_TIME,
+    LEVEL,
+    NEGATED,
+    NOT_A_PRICE,
+    PAST_GUARD,
     PREP_BEFORE,
-    _asset_for,
+    asset_for,
     prep_direction,
 )
 from pipeline.events.reference import DIRECTION_MARGIN, Reference
@@ -68,7 +68,7 @@ def direction(unit: str, start: int, end: int, reference_price: float | None, va
     prep = PREP_BEFORE.search(left)
     if prep:
         return prep_direction(left, prep)
-    level = _LEVEL.match(unit[end:])
+    level = LEVEL.match(unit[end:])
     if level:
         return "below" if level.group("level").lower() in ("support", "floor") else "above"
     down, up = _DOWN.search(left), _UP.search(left)
@@ -117,16 +117,16 @@ def candidates(units: list[str], mentions: list[list[Mention]], tickers: set[str
             if amount.currency not in (None, "USD") or not (0 < amount.value < MAX_PRICE):
                 continue
             left, right = unit[: amount.start], unit[amount.end :]
-            if _NOT_A_PRICE.match(right) or _COUNT_AFTER.match(right) or _COUNT_BEFORE.search(left[-60:]):
+            if NOT_A_PRICE.match(right) or COUNT_AFTER.match(right) or COUNT_BEFORE.search(left[-60:]):
                 continue
             # The guideline's refusals hold here too: a condition ("should it break $3.50"), a level denied
             # ("may never fall below $1"), a move that already failed or happened.
-            if (_CONDITION.search(left[-80:]) or _NEGATED.search(left[-60:]) or _PAST_GUARD.search(left[-40:])
+            if (CONDITION.search(left[-80:]) or NEGATED.search(left[-60:]) or PAST_GUARD.search(left[-40:])
                     or FIRST_TIME.match(right)):
                 continue
             after = [m for m in found_here if m.start >= amount.end and m.start - amount.end <= 2]
             nominal = bool(after) and not unit[amount.end : after[0].start].strip()
-            asset = _asset_for(found_here, amount, after if nominal else [])
+            asset = asset_for(found_here, amount, after if nominal else [])
             if asset is None or asset not in tickers:
                 continue
             price = reference.price_at(asset, published)

@@ -92,7 +92,7 @@ _RIGHT_TARGET = re.compile(
 )
 # Amounts that count something other than one coin's price: "holdings pass 6 million", "market cap to $3
 # trillion", "a $500 million fund", "6,000 BTC", "20M users".
-_COUNT_BEFORE = re.compile(
+COUNT_BEFORE = re.compile(
     r"\b(?:holdings?|holds|reserves?|supply|market\s+(?:cap|capitali[sz]ation|value)|mcap|valuation|valued|fund(?:s|ing)?"
     r"|rais(?:e|es|ed|ing)|TVL|total\s+value\s+locked|volume|open\s+interest|inflows?|outflows?|treasury|stash"
     r"|addresses|wallets|users|holders|transactions|accounts|stak(?:ed|ing)|deposits?|liquidations?|revenue|fees"
@@ -100,14 +100,14 @@ _COUNT_BEFORE = re.compile(
     r"(?:\W+\w+){0,2}\W+$",
     re.I,
 )
-_COUNT_AFTER = re.compile(
+COUNT_AFTER = re.compile(
     r"^\s*(?:coins?|tokens?|units?|shares?|users?|addresses|wallets?|holders?|transactions?|accounts?|followers?"
     r"|downloads?|nodes?|validators?|miners?|blocks?|people|investors?|customers?|fund\b|raise\b|round\b"
     r"|valuation|market\s+cap|in\s+(?:assets|AUM|TVL))\b",
     re.I,
 )
 
-_NOT_A_PRICE = re.compile(
+NOT_A_PRICE = re.compile(
     r"^\s*(?:in\s+(?:inflows?|outflows?|liquidations?|volume|funding|fees|revenue|profit|losses?|bitcoin|ether|"
     r"stablecoins?|crypto|tokens?|shares)|worth\b|of\s+(?:inflows?|outflows?|btc|eth|bitcoin|ether))",
     re.I,
@@ -126,7 +126,7 @@ _UPSIDE_CUE = re.compile(
     r"|projects?)\b",
     re.I,
 )
-_LEVEL = re.compile(r"^\s*(?:level\s+|mark\s+|area\s+|zone\s+)?(?P<level>support|resistance|floor|ceiling)\b", re.I)
+LEVEL = re.compile(r"^\s*(?:level\s+|mark\s+|area\s+|zone\s+)?(?P<level>support|resistance|floor|ceiling)\b", re.I)
 _BEARISH = re.compile(r"\b(?:bear(?:s|ish)?|downside|crash|correction|sell-off|selloff|short(?:s|ing)?)\b", re.I)
 # "added 1% to reach $909", "jumped to hit $100K": an infinitive after a move that already happened.
 _TO_AFTER_MOVE = re.compile(
@@ -135,8 +135,8 @@ _TO_AFTER_MOVE = re.compile(
     re.I,
 )
 # "may never fall below $1 again", "XRP's days below $1 are over": a claim that the level will not be seen.
-_NEGATED = re.compile(r"\b(?:never|no\s+longer|won'?t|will\s+not|cannot|can'?t|days\s+(?:above|below|under|over))\b", re.I)
-_PAST_GUARD = re.compile(r"\b(?:after|since|following|fail(?:s|ed)?\s+to|failing\s+to)\s+(?:\S+\s+){0,2}$", re.I)
+NEGATED = re.compile(r"\b(?:never|no\s+longer|won'?t|will\s+not|cannot|can'?t|days\s+(?:above|below|under|over))\b", re.I)
+PAST_GUARD = re.compile(r"\b(?:after|since|following|fail(?:s|ed)?\s+to|failing\s+to)\s+(?:\S+\s+){0,2}$", re.I)
 _REF_LEFT = re.compile(
     r"(?:\b(?:trad(?:es|ed|ing)|chang(?:es|ed|ing)\s+hands|was|is|sits|sat|stood|stands|hover(?:s|ed|ing)?"
     r"|holding|holds|held|priced|steady|flat)\s+(?:(?:just\s+)?(?:at|near|around|above|below|close\s+to)\s+)?"
@@ -221,7 +221,7 @@ def prep_direction(left: str, prep: re.Match[str]) -> str:
 
 
 # "if"/"unless"/"in case" opening the clause that holds the level, with no clause break in between.
-_CONDITION = re.compile(r"\b(?:if|unless|in\s+case|should)\s+(?:[^,;:?!.\u2013\u2014]){0,60}$", re.I)
+CONDITION = re.compile(r"\b(?:if|unless|in\s+case|should)\s+(?:[^,;:?!.\u2013\u2014]){0,60}$", re.I)
 
 
 def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None:
@@ -231,11 +231,11 @@ def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None
             continue
         left = unit[: amount.start]
         right = unit[amount.end :]
-        if _NOT_A_PRICE.match(right) or _COUNT_AFTER.match(right) or _COUNT_BEFORE.search(left[-60:]):
+        if NOT_A_PRICE.match(right) or COUNT_AFTER.match(right) or COUNT_BEFORE.search(left[-60:]):
             continue
         if FIRST_TIME.match(right):
             continue  # "to surpass the $0.00001 mark for the first time since 2021": it happened
-        if _CONDITION.search(left[-80:]):
+        if CONDITION.search(left[-80:]):
             continue  # "Best coins to buy if Bitcoin falls below $30K": a condition, not a forecast
         after_mentions = [m for m in mentions if m.start >= amount.end and m.start - amount.end <= 2]
         if after_mentions and not amount.currency and not re.match(r"\s*(?:price|target|level)", unit[after_mentions[0].end:], re.I):
@@ -297,7 +297,7 @@ def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None
             elif any(0 <= amount.start - m.end <= 2 for m in mentions) and re.match(r"\W*(?:\w+\s+)?price\b", right, re.I):
                 cue_start = amount.start  # "XRP $5 eruption price now looks nigh"
                 neutral = True
-        if cue_start is None or _PAST_GUARD.search(left[:cue_start]) or _NEGATED.search(left[max(0, cue_start - 40):]):
+        if cue_start is None or PAST_GUARD.search(left[:cue_start]) or NEGATED.search(left[max(0, cue_start - 40):]):
             continue
         # A preposition right before the amount is the strongest direction signal ("close above", "dip below").
         prep = PREP_BEFORE.search(left)
@@ -305,7 +305,7 @@ def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None
             direction = prep_direction(left, prep)
             neutral = False
         if neutral:
-            level = _LEVEL.match(right) or _LEVEL.match(re.sub(r"^\s*(?:[\w$]+\s+)?", " ", right, count=1))
+            level = LEVEL.match(right) or LEVEL.match(re.sub(r"^\s*(?:[\w$]+\s+)?", " ", right, count=1))
             if level:
                 direction = "below" if level.group("level").lower() in ("support", "floor") else "above"
             elif target and _BEARISH.search(unit):
@@ -318,7 +318,7 @@ def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None
                     direction = "above"  # a target or an "eyes" with nothing pointing down is an upside target
         # "$1 ADA price", "the case for $500K bitcoin": the asset named right after the level is its asset.
         nominal = bool(after_mentions) and not unit[amount.end : after_mentions[0].start].strip()
-        asset = _asset_for(mentions, amount, after_mentions if nominal else [])
+        asset = asset_for(mentions, amount, after_mentions if nominal else [])
         if asset is None and target:  # "$64K target for Bitcoin"
             asset = next((m.ticker for m in mentions if m.start >= amount.end
                           and re.fullmatch(r"\s*(?:price\s+)?\w+\s+(?:for|on)\s+", unit[amount.end : m.start], re.I)), None)
@@ -335,7 +335,7 @@ def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None
     return None
 
 
-def _asset_for(mentions: list[Mention], amount: Amount, after: list[Mention]) -> str | None:
+def asset_for(mentions: list[Mention], amount: Amount, after: list[Mention]) -> str | None:
     """The asset a price belongs to: the nearest one named before it, else one named right after it
     ("$76K BTC price target")."""
     before = [m for m in mentions if m.end <= amount.start]

@@ -28,7 +28,7 @@ def training_rows(parts: tuple[str, ...] = TRAINING_PARTS) -> tuple[list[dict[st
     has a direction: only such are derived) and ``question`` (asset, direction, level and date all match a gold
     question). The test part is never loaded."""
     from pipeline.events.derive import viable_candidates
-    from pipeline.events.evaluate import _tagging
+    from pipeline.events.evaluate import eval_tagging
     from pipeline.events.mentions import AssetFinder
     from pipeline.events.reference import default_reference
     from pipeline.events.text import clean, sentences
@@ -36,7 +36,7 @@ def training_rows(parts: tuple[str, ...] = TRAINING_PARTS) -> tuple[list[dict[st
     from warehouse.db import naive_utc
 
     items = development_items(parts)
-    tag, names, _ = _tagging()
+    tag, names, _ = eval_tagging()
     finder = AssetFinder(names)
     reference = default_reference()
     rows = []

@@ -26,10 +26,10 @@ import duckdb
 
 from warehouse.crashpoints import crash_point
 from warehouse.parts.changes import CHECKED, range_aggregates
-from warehouse.parts.contents import INDEXES, VALUES_SQL, _part_sql
+from warehouse.parts.contents import INDEXES, VALUES_SQL, part_sql
 from warehouse.parts.periods import EPOCH, Cuts, period_range
 from warehouse.parts.read import PAGED, SET_FORMAT, TABLES
-from warehouse.publish import ROW_GROUP_SIZE, _unlink, fsync_path, write_atomically
+from warehouse.publish import ROW_GROUP_SIZE, fsync_path, unlink_quietly, write_atomically
 from warehouse.published import PART_PREFIX, PART_SUFFIX, PARTIAL
 
 _US = timedelta(microseconds=1)
@@ -96,11 +96,11 @@ def sidecar_name(part_name: str) -> str:
     return part_name.removesuffix(PART_SUFFIX) + ".json"
 
 
-def _stamp(now: datetime | None = None) -> str:
+def new_stamp(now: datetime | None = None) -> str:
     return (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%S%f") + "Z-" + secrets.token_hex(3)
 
 
-def _write_json(path: Path, data: Any) -> None:
+def write_json(path: Path, data: Any) -> None:
     write_atomically(path, lambda f: json.dump(data, f, separators=(",", ":")))
 
 
@@ -109,7 +109,7 @@ def build_part(
 ) -> Part | None:
     """Write one period's rows into a new part file; ``head`` (tag, created_at, values, totals) makes it the head.
     A period with no rows at all gets no part (None), except the head."""
-    name = f"{PART_PREFIX}{period}-{_stamp()}{PART_SUFFIX}"
+    name = f"{PART_PREFIX}{period}-{new_stamp()}{PART_SUFFIX}"
     path = snapshots_dir / name
     partial = path.with_name(name + PARTIAL)
     alias = f"cw_part_{secrets.token_hex(4)}"
@@ -118,7 +118,7 @@ def build_part(
     con.execute(f"ATTACH '{literal}' AS {alias} (ROW_GROUP_SIZE {ROW_GROUP_SIZE})")
     try:
         for table in TABLES:
-            con.execute(_part_sql(con, table, alias, lo, hi))
+            con.execute(part_sql(con, table, alias, lo, hi))
             if table in INDEXES:
                 con.execute(f"CREATE UNIQUE INDEX {table}_{INDEXES[table]} ON {alias}.{table} ({INDEXES[table]})")
             crash_point("snapshot:writing" if head is not None else "parts:writing")
@@ -164,19 +164,19 @@ def build_part(
         fsync_path(partial)
         # checked before a part is reused or served (Part.load, damage); the file was just written: the read
         # comes from the page cache
-        _write_json(snapshots_dir / sidecar_name(name), {
+        write_json(snapshots_dir / sidecar_name(name), {
             "period": period, "counts": counts, "keys": keys, "values": values, "agg": agg,
             "bytes": partial.stat().st_size, "sha256": _sha256(partial),
         })
         os.replace(partial, path)
     except _Empty:
         _detach(con, alias)
-        _unlink(partial)
+        unlink_quietly(partial)
         return None
     except BaseException:
         # a full disk or a stop: nothing of this part stays (the sidecar is renamed last but one, the part last)
         _detach(con, alias)
-        _unlink(partial)
+        unlink_quietly(partial)
         (snapshots_dir / sidecar_name(name)).unlink(missing_ok=True)
         raise
     return Part(name, period, counts, keys, values, agg)

@@ -20,7 +20,7 @@ from typing import Any
 
 import duckdb
 
-from warehouse.parts.periods import Cuts, _range_sql
+from warehouse.parts.periods import Cuts, range_sql
 
 # Per table: the warehouse table, its time column (the period of a row: the sentiment buckets by their last
 # instant, so that today's day bucket, still filling, stays in the head), and its change stamps (columns the
@@ -90,7 +90,7 @@ def periods_from(con: duckdb.DuckDBPyConnection, cuts: Cuts, start: datetime | N
     when the cuts moved."""
     out: set[str] = set()
     for src, col, _ in SOURCES.values():
-        rows = con.execute(f"SELECT DISTINCT {cuts.sql(col)} FROM {src} WHERE {_range_sql(col, start, end)}").fetchall()
+        rows = con.execute(f"SELECT DISTINCT {cuts.sql(col)} FROM {src} WHERE {range_sql(col, start, end)}").fetchall()
         out.update(r[0] for r in rows)
     return out
 
@@ -145,15 +145,15 @@ def range_aggregates(
     for t in tables:
         src, col, _ = SOURCES[t]
         if ranges is None:
-            where = _range_sql(col, lo, hi)
+            where = range_sql(col, lo, hi)
         else:  # the exact ranges within their hull (the hull's lower bound lets zone maps skip older rows)
-            where = f"({_hull(col, ranges)}) AND (" + (" OR ".join(
-                f"({_range_sql(col, a, b)})" for a, b in ranges) or "false") + ")"
+            where = f"({hull_sql(col, ranges)}) AND (" + (" OR ".join(
+                f"({range_sql(col, a, b)})" for a, b in ranges) or "false") + ")"
         out[t] = list(con.execute(f"SELECT {_agg_sql(col)} FROM {src} WHERE {where}").fetchall()[0])
     return out
 
 
-def _hull(col: str, ranges: list[tuple[datetime | None, datetime | None]]) -> str:
+def hull_sql(col: str, ranges: list[tuple[datetime | None, datetime | None]]) -> str:
     """``col`` within the smallest range holding all of ``ranges``, on the stored column (zone maps apply): for
     sentiment, whose period goes by the bucket's end, on ``bucket_start`` a day earlier."""
     if not ranges:
@@ -163,5 +163,5 @@ def _hull(col: str, ranges: list[tuple[datetime | None, datetime | None]]) -> st
     lo = None if any(a is None for a in los) else min(los)
     hi = None if any(b is None for b in his) else max(his)
     if col == SOURCES["sentiment"][1]:
-        return _range_sql("bucket_start", lo - timedelta(days=1) if lo is not None else None, hi)
-    return _range_sql(col, lo, hi)
+        return range_sql("bucket_start", lo - timedelta(days=1) if lo is not None else None, hi)
+    return range_sql(col, lo, hi)

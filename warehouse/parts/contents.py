@@ -12,8 +12,8 @@ from datetime import datetime, timedelta
 
 import duckdb
 
-from warehouse.parts.changes import SOURCES, _hull
-from warehouse.parts.periods import _range_sql
+from warehouse.parts.changes import SOURCES, hull_sql
+from warehouse.parts.periods import range_sql
 
 # As warehouse.publish.NEWS_SQL, for one period. The story summary comes from ``stories``; ``story_first`` is the
 # story's earliest article: published at the story's ``first_seen`` (so in the same period), smallest id there.
@@ -72,10 +72,10 @@ CREATE OR REPLACE TEMP TABLE _cw_ts AS
 
 def stage(con: duckdb.DuckDBPyConnection, ranges: list[tuple[datetime | None, datetime | None]]) -> None:
     """Look the children of the articles in ``ranges`` up once, for every part this publish builds."""
-    where = f"({_hull('published_at', ranges)}) AND (" + (
-        " OR ".join(f"({_range_sql('published_at', lo, hi)})" for lo, hi in ranges) or "false") + ")"
+    where = f"({hull_sql('published_at', ranges)}) AND (" + (
+        " OR ".join(f"({range_sql('published_at', lo, hi)})" for lo, hi in ranges) or "false") + ")"
     wide = " OR ".join(
-        f"({_range_sql('first_seen', lo - timedelta(days=2) if lo is not None else None, hi)})" for lo, hi in ranges
+        f"({range_sql('first_seen', lo - timedelta(days=2) if lo is not None else None, hi)})" for lo, hi in ranges
     ) or "false"
     for statement in STAGE_SQL.format(where=where, sa_where=where).split(";"):
         if statement.strip():
@@ -141,18 +141,18 @@ SELECT 'tickers', t FROM (SELECT unnest(tickers) AS t FROM {db}.news UNION SELEC
 """
 
 
-def _part_sql(con: duckdb.DuckDBPyConnection, table: str, alias: str, lo: datetime | None,
+def part_sql(con: duckdb.DuckDBPyConnection, table: str, alias: str, lo: datetime | None,
               hi: datetime | None) -> str:
     src, col, _ = SOURCES[table]
-    where = _range_sql(col, lo, hi)
+    where = range_sql(col, lo, hi)
     if table == "news":  # the children were staged (``stage``) for every period being built
         return PART_NEWS_SQL.format(db=alias, where=where)
     if table == "stories":
         last = con.execute(f"SELECT max(last_seen) FROM stories WHERE {where}").fetchall()[0][0]
-        members = "false" if last is None else _range_sql("published_at", lo, None) + f" AND published_at <= TIMESTAMP '{last}'"
+        members = "false" if last is None else range_sql("published_at", lo, None) + f" AND published_at <= TIMESTAMP '{last}'"
         return PART_STORIES_SQL.format(db=alias, where=where, members=members)
     if table == "events":
         return PART_EVENTS_SQL.format(db=alias, where=where)
     # sentiment: by the bucket's last instant; bucket_start bounds first, for the zone maps
-    near = _range_sql("bucket_start", lo - timedelta(days=1) if lo is not None else None, hi)
-    return PART_SENTIMENT_SQL.format(db=alias, where=f"{near} AND {_range_sql(col, lo, hi)}")
+    near = range_sql("bucket_start", lo - timedelta(days=1) if lo is not None else None, hi)
+    return PART_SENTIMENT_SQL.format(db=alias, where=f"{near} AND {range_sql(col, lo, hi)}")

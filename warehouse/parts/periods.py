@@ -73,7 +73,7 @@ def serving_order(periods: list[str], cuts: Cuts) -> list[str]:
     return sorted(periods, key=lambda p: (p != HEAD, -((period_range(p, cuts)[0] or EPOCH) - EPOCH).total_seconds()))
 
 
-def _range_sql(col: str, lo: datetime | None, hi: datetime | None) -> str:
+def range_sql(col: str, lo: datetime | None, hi: datetime | None) -> str:
     """``col`` in ``[lo, hi)`` as SQL (None: unbounded)."""
     conds = []
     if lo is not None:

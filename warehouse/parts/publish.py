@@ -29,7 +29,7 @@ from pathlib import Path
 import duckdb
 
 from warehouse.crashpoints import crash_point
-from warehouse.parts.build import Part, _stamp, _write_json, build_part
+from warehouse.parts.build import Part, build_part, new_stamp, write_json
 from warehouse.parts.changes import (
     CHECKED,
     SOURCES,
@@ -217,8 +217,8 @@ def _publish(con: duckdb.DuckDBPyConnection, snapshots_dir: Path, now: datetime,
     assert head is not None
     created.append(head.name)
     parts.insert(0, head)
-    manifest_path = snapshots_dir / f"{SET_PREFIX}{_stamp()}{SET_SUFFIX}"
-    _write_json(manifest_path, {
+    manifest_path = snapshots_dir / f"{SET_PREFIX}{new_stamp()}{SET_SUFFIX}"
+    write_json(manifest_path, {
         "format": SET_FORMAT, "tag": tag, "created_at": created_at.isoformat(), "now": now.isoformat(),
         "watermarks": marks, "articles": sum(p.counts["news"] for p in parts),
         "events": sum(p.counts["events"] for p in parts), "parts": [p.entry() for p in parts],
