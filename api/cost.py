@@ -8,7 +8,8 @@ In the spirit of GitHub's GraphQL cost: what a request may return, not what it h
                (`first` or `last`, default 10) x the nodes requested by the enclosing connections (nesting)
          + 1 per list field (`newsSources`, `newsTopics`, `tickers`) and per `__schema` / `__type`
          + for `assetSentiment`, the buckets its range may hold (``warehouse.trends.max_buckets``: the range's own
-               count with `since` and `until`, the interval's limit with `since` alone, else its default count)
+               count with `since` and `until`, or with `since` alone up to the snapshot's newest dated article (the
+               interval's limit when no snapshot is loaded), else its default count)
          + for `trendingTickers` / `trendingTopics`, their `first` (default 10), as for a connection
 
 Examples: ``cryptoNews(first: 10)`` costs 11; ``cryptoNews(first: 100)`` plus ``predictionEvents(first: 20)``
@@ -24,6 +25,7 @@ Bad input that leaves the cost unknown is refused here, before anything is charg
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from graphql import (
@@ -77,19 +79,19 @@ def page_size(field_name: str, args: dict[str, Any], paged: bool = True) -> int:
     return DEFAULT_PAGE
 
 
-def sentiment_request(args: dict[str, Any]) -> SentimentRequest:
-    """``assetSentiment``'s arguments; raises a 400 for a range the API refuses (what to do is in the message)."""
+def sentiment_request(args: dict[str, Any], anchor: datetime | None = None) -> tuple[SentimentRequest, int]:
+    """``assetSentiment``'s arguments and the buckets it may return (its cost); raises a 400 for a range the API
+    refuses (what to do is in the message)."""
     req = SentimentRequest(str(args["ticker"]), args.get("interval") or "DAY", args.get("since"), args.get("until"))
     try:
-        max_buckets(req)
+        return req, max_buckets(req, anchor)
     except RangeError as exc:
         raise ApiError(400, "BAD_USER_INPUT", str(exc)) from None
-    return req
 
 
 def _walk(
     parent: GraphQLObjectType, fields: dict[str, list[FieldNode]], fragments: dict[str, FragmentDefinitionNode],
-    variables: dict[str, Any], multiplier: int,
+    variables: dict[str, Any], multiplier: int, anchor: datetime | None,
 ) -> int:
     total = 0
     for nodes in fields.values():  # one entry per response key: repeats of a field are merged into one, as executed
@@ -103,7 +105,7 @@ def _walk(
             continue
         named = get_named_type(field.type)
         if name == "assetSentiment":
-            total += multiplier * max_buckets(sentiment_request(get_argument_values(field, sel, variables)))
+            total += multiplier * sentiment_request(get_argument_values(field, sel, variables), anchor)[1]
             continue
         if "first" in field.args or "last" in field.args:
             paged = "after" in field.args or "before" in field.args
@@ -116,18 +118,20 @@ def _walk(
                 total += 1  # a list of filter values
         if isinstance(named, GraphQLObjectType):
             sub = collect_sub_fields(SCHEMA, fragments, variables, named, nodes)
-            total += _walk(named, sub, fragments, variables, inner)
+            total += _walk(named, sub, fragments, variables, inner, anchor)
     return total
 
 
 def query_cost(
-    operation: OperationDefinitionNode, fragments: dict[str, FragmentDefinitionNode], variables: dict[str, Any]
+    operation: OperationDefinitionNode, fragments: dict[str, FragmentDefinitionNode], variables: dict[str, Any],
+    anchor: datetime | None = None,
 ) -> int:
-    """The CU cost of running ``operation`` (validated) with coerced ``variables``."""
+    """The CU cost of running ``operation`` (validated) with coerced ``variables``; ``anchor``: the serving
+    snapshot's newest dated article, which ends an ``assetSentiment`` range given by ``since`` alone."""
     query_type = SCHEMA.query_type
     assert query_type is not None
     # graphql-core's field collection, as the executors use: fragments, @skip / @include, repeats merged.
     fields = collect_fields(SCHEMA, fragments, variables, query_type, operation.selection_set)
     if all(nodes[0].name.value in FREE_ROOT_FIELDS for nodes in fields.values()):
         return 0
-    return 1 + _walk(query_type, fields, fragments, variables, 1)
+    return 1 + _walk(query_type, fields, fragments, variables, 1, anchor)

@@ -143,7 +143,7 @@ def parse_sentiment_args(args: dict[str, Any]) -> trends.SentimentRequest:
     problem = trends.ticker_problem(ticker)
     if problem is not None:
         raise _bad(f"`ticker` {problem}; the `tickers` field lists those in the news")
-    return sentiment_request({**args, "ticker": ticker.upper()})
+    return sentiment_request({**args, "ticker": ticker.upper()})[0]
 
 
 def parse_trending_args(args: dict[str, Any]) -> tuple[str, int]:

@@ -181,16 +181,18 @@ class NewsComponent:
     def _plan(
         self, prepared: Prepared, query: str, variables: dict[str, Any], operation_name: str | None
     ) -> tuple[Plan, int]:
-        """Coerced variables, cost and planned root fields of a prepared document, cached by query, operation and
-        variables: a pure function of them, and pollers repeat the same request."""
-        key = (query, operation_name, json.dumps(variables, sort_keys=True))  # parsed from JSON: serialisable
+        """Coerced variables, cost and planned root fields of a prepared document, cached by query, operation,
+        variables and the snapshot's anchor: a pure function of them, and pollers repeat the same request."""
+        snap = self.snapshots.current  # its newest dated article ends an assetSentiment range given by `since` alone
+        anchor = snap.facts.get("newest_dated") if snap is not None else None
+        key = (query, operation_name, json.dumps(variables, sort_keys=True), anchor)  # parsed from JSON: serialisable
         found = self.plans.get(key)
         if found is not None and found[0].prepared is prepared:
             self.plans.move_to_end(key)
             return found
         operation = prepared.operation(operation_name)
         coerced = coerce_variables(operation, variables)
-        cost = query_cost(operation, prepared.fragments, coerced)
+        cost = query_cost(operation, prepared.fragments, coerced, anchor)
         planned = (plan_operation(prepared, operation, coerced, variables), cost)
         self.plans[key] = planned
         while len(self.plans) > PLAN_CACHE_SIZE:

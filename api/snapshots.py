@@ -22,7 +22,8 @@ import duckdb
 
 from warehouse.parts.read import Layout, open_snapshot
 from warehouse.published import current_snapshot
-from warehouse.read import PageCache, SnapshotReader
+from warehouse.read import PageCache, SnapshotReader, snapshot_fact
+from warehouse.trends import newest_dated
 
 log = logging.getLogger("cryptowire.api")
 
@@ -43,6 +44,10 @@ class Snapshot:
             raise
         self.cache = PageCache(cache_size)  # a snapshot never changes: its pages can be kept
         self.facts: dict[str, Any] = {}  # ... and its schema and newest article, whatever the cache's size
+        try:  # known before any request: it prices an assetSentiment range given by `since` alone (api.cost)
+            snapshot_fact(self.facts, "newest_dated", lambda: newest_dated(self.con))
+        except Exception:  # a snapshot that cannot tell: such requests are priced at the interval's limit
+            log.warning("snapshot %s: its newest dated article could not be read", self.name, exc_info=True)
         self.refs = 0
         self.retired = False
         self.closed = False

@@ -268,7 +268,10 @@ def test_costs() -> None:
     assert _cost(q.format(args=', since: "2024-12-01", until: "2024-12-07"')) == 1 + 7
     assert _cost(q.format(args=', interval: HOUR, since: "2024-12-01T10:30:00Z", until: "2024-12-01T12:00:00Z"')) == 1 + 3
     assert _cost(q.format(args=', interval: WEEK, since: "2024-12-02", until: "2024-12-15"')) == 1 + 2
-    assert _cost(q.format(args=', since: "2024-12-01"')) == 1 + 732  # until unknown before it runs: the limit
+    assert _cost(q.format(args=', since: "2024-12-01"')) == 1 + 732  # no snapshot to end it: the limit
+    prepared = DocumentCache().get(q.format(args=', since: "2024-12-01"'))
+    op = prepared.operation(None)  # up to the snapshot's newest dated article:
+    assert query_cost(op, prepared.fragments, {}, datetime(2024, 12, 7, 12)) == 1 + 7
     assert _cost("{ trendingTickers { items { name } } }") == 11
     assert _cost("{ trendingTickers(first: 3) { items { name } } trendingTopics(window: HOUR, first: 5) { window } }") == 9
 
@@ -276,6 +279,10 @@ def test_costs() -> None:
 def test_the_cost_is_charged(server: ApiServer) -> None:
     r = gql(server, SENTIMENT, {"t": "BTC", "i": "DAY", "since": "2024-12-01", "until": "2024-12-10"})
     assert r.status_code == 200 and r.headers["X-CU-Cost"] == "11"
+    # `since` alone: the range the answer covers, up to the newest dated article (2024-12-10), not the limit
+    r = gql(server, SENTIMENT, {"t": "BTC", "i": "DAY", "since": "2024-12-01"})
+    assert r.status_code == 200 and r.json()["data"]["assetSentiment"]["until"] == "2024-12-11T00:00:00.000Z"
+    assert r.headers["X-CU-Cost"] == "11", r.headers["X-CU-Cost"]
 
 
 # --------------------------------------------------------------------------------------------- the asset

@@ -145,11 +145,12 @@ def _resolve_range(req: SentimentRequest, anchor: datetime | None) -> tuple[date
     return start, end
 
 
-def max_buckets(req: SentimentRequest) -> int:
+def max_buckets(req: SentimentRequest, anchor: datetime | None = None) -> int:
     """Buckets a request may return, known before it runs (its cost): the range's own count when both ends are
-    given, the limit when only ``since`` is (``until`` is then the newest article), else the default count."""
-    if req.since is not None and req.until is not None:
-        found = resolve_range(req, None)
+    given, or when only ``since`` is and the snapshot's ``anchor`` (``newest_dated``, the default ``until``) is
+    known; the limit when only ``since`` is and the anchor is not; else the default count."""
+    if req.since is not None and (req.until is not None or anchor is not None):
+        found = resolve_range(req, anchor)
         assert found is not None
         return (found[1] - found[0]) // INTERVALS[req.interval]
     if req.since is not None:
