@@ -14,6 +14,9 @@ Row dicts use the API's field names (``sourceName``, ``createdAt``...), so the A
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import secrets
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
@@ -203,6 +206,9 @@ class PageCache:
             while len(self._items) > self.size:
                 self._items.popitem(last=False)
         return page
+
+
+_CURSOR_SECRET = secrets.token_bytes(16)  # per process: API workers that share no secret fall back to the key
 
 
 class SnapshotReader:
@@ -416,16 +422,17 @@ class SnapshotReader:
         return self._first_pos(table, f"{col} <= ? AND ({col} < ? OR id < ?)", [key.at, key.at, key.id],
                                _below(key.at, key.id))
 
+    def _cursor_tag(self, table: str, us: int, ident: str, pos: int) -> str:
+        """What makes a cursor's position usable as is: a MAC of the snapshot's tag, the row's key and position under
+        a secret of this process. A cursor from another snapshot or process, or edited, means its key (time, id)."""
+        text = f"{table}:{self.tag}:{us}:{ident}:{pos}".encode()
+        return hmac.new(_CURSOR_SECRET, text, hashlib.sha256).hexdigest()[:16]
+
     def _news_pos(self, key: NewsKey, table: str = "news", col: str = "published_at") -> int | None:
         """The cursor row's position in this snapshot, if the row is here with the same time."""
-        if key.tag == self.tag and key.pos is not None and 0 <= key.pos < self.counts[table]:
-            # A cursor of this snapshot names its row's position: looked up by it (sorted, so cheaper than by id),
-            # and trusted only when that row is the cursor's (an edited position must not move the page).
-            spans = self._spans(table, key.pos, key.pos + 1)
-            rel, at = (table, key.pos) if not spans else (spans[0][0].rel, spans[0][1])
-            rows = self.con.execute(f"SELECT id, {col} FROM {rel} WHERE pos = ?", [at]).fetchall()
-            if rows and rows[0][0] == key.id and rows[0][1] == key.at:
-                return key.pos
+        if (key.pos is not None and key.id is not None and key.tag is not None and 0 <= key.pos < self.counts[table]
+                and hmac.compare_digest(key.tag, self._cursor_tag(table, to_us(key.at), key.id, key.pos))):
+            return key.pos  # a cursor this process issued for this snapshot, unedited
         segments = self._segments(table)
         if segments is None:
             rel, offset = table, 0
@@ -482,7 +489,8 @@ class SnapshotReader:
             )
         for row in page.rows:  # formatted once per page (pages are cached), not once per request
             at = row["date"]
-            row["_cursor"] = encode_news_cursor(to_us(at), row["id"], self.tag, row["pos"])
+            us = to_us(at)
+            row["_cursor"] = encode_news_cursor(us, row["id"], self._cursor_tag("news", us, row["id"], row["pos"]), row["pos"])
             row["date"] = iso_ms(at)
             sid, first = row.pop("story_id"), row.pop("story_first_seen")
             title, count, sources = row.pop("story_title"), row.pop("story_articles"), row.pop("story_sources")
@@ -600,7 +608,10 @@ class SnapshotReader:
         )
         for row in page.rows:
             at = row["firstSeen"]
-            row["_cursor"] = encode_news_cursor(to_us(at), row["id"], self.tag, row["pos"], "s1")
+            us = to_us(at)
+            row["_cursor"] = encode_news_cursor(
+                us, row["id"], self._cursor_tag("stories", us, row["id"], row["pos"]), row["pos"], "s1"
+            )
             row["firstSeen"] = iso_ms(at)
             row["lastSeen"] = iso_ms(row["lastSeen"])
         return page
