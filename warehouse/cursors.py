@@ -1,11 +1,10 @@
 """Cursors and the time values of the API's arguments: what a client sends as ``after`` / ``before`` / ``since``,
 and what the read side gives back.
 
-- news: opaque, ``base64url("n1:<published_at µs>:<id>:<tag>:<pos>")``, the tag a MAC of the snapshot, the key
-  and ``pos`` under a secret of the serving process (``SnapshotReader._cursor_tag``). In the snapshot and process
-  that issued it, ``pos`` is used directly; otherwise (another snapshot, another API process, an edited cursor) the
-  cursor means its key ``(published_at, id)``: the id's position if the article is still there with that time,
-  else the first row strictly older than the key. Stories: the same with ``s1`` and ``first_seen``.
+- news: opaque, ``base64url("n1:<published_at µs>:<id>:<tag>:<pos>")``, the tag a checksum of the snapshot's
+  tag, the key and ``pos`` (``SnapshotReader._cursor_tag``). In the snapshot that issued it, ``pos`` is used
+  directly; otherwise (another snapshot, an edited cursor) the cursor means its key ``(published_at, id)``: the
+  id's position if the article is still there with that time, else the first row strictly older than the key. Stories: the same with ``s1`` and ``first_seen``.
 - events: the node's ``createdAt`` (ISO 8601 UTC with milliseconds, unique).
 - ``after``/``before`` also accept a plain ISO date or timestamp (no offset means UTC): "strictly older than" /
   "strictly newer than" that instant.
