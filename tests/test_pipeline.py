@@ -177,3 +177,19 @@ def test_the_cli_imports_no_heavy_code_until_a_command_needs_it() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_every_step_that_opens_the_warehouse_takes_the_writer_pool() -> None:
+    """DuckDB refuses a second process while one writes, readers included: a check run beside a writer step of a
+    daemon's multiprocess run failed with WarehouseLocked and held back the snapshot (a review on 2026-11-27)."""
+    from pipeline.assets.ingest import POOL
+    from pipeline.definitions import build_definitions
+
+    defs = build_definitions()
+    graph = defs.resolve_asset_graph()
+    opens = {"warehouse"}  # the resource that connects to the warehouse file
+    steps = [*graph.assets_defs, *defs.asset_checks]
+    using = [s for s in steps if opens & set(s.required_resource_keys)]
+    assert using and all(s.node_def.pool == POOL for s in using), [
+        s.node_def.name for s in using if s.node_def.pool != POOL
+    ]

@@ -85,10 +85,24 @@ def migrate(con: duckdb.DuckDBPyConnection) -> list[str]:
     return applied
 
 
+def _is_pipeline_step(pid: int) -> bool:
+    """Whether ``pid`` runs Dagster (a step or the CLI's run): then it is not an analyst's connection to close."""
+    try:
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return False
+    return any("dagster" in a for a in args) or bool({"materialize", "backfill", "doctor"} & set(args))
+
+
 def _locked(path: Path, read_only: bool, exc: duckdb.IOException, waited: float) -> WarehouseLocked:
     found = re.search(r"PID (\d+)", str(exc))
     holder = f"another process (PID {found.group(1)})" if found else "another process"
-    if read_only:
+    if found and _is_pipeline_step(int(found.group(1))):
+        holder = f"a step of a pipeline run (PID {found.group(1)})"
+    if holder.startswith("a step"):
+        advice = ("retry when that run has finished (`cryptowire status` shows it), or read the latest serving "
+                  "snapshot instead (`cryptowire sql --snapshot ...`)")
+    elif read_only:
         advice = ("it is being written, most likely by a running materialization; retry when the run has finished, "
                   "or read the latest serving snapshot instead (`cryptowire sql --snapshot ...`)")
     else:
