@@ -300,21 +300,30 @@ def summarize(
         if step in names and step not in outcomes:
             outcomes[step] = AssetOutcome(step, False, error=why, skipped=True)
     checks = []
-    # A check that raised has no evaluation: it is a failed check (not a passed one, nor an asset).
+    evaluations = result.get_asset_check_evaluations()
+    evaluated = {(ev.asset_key.to_user_string(), ev.check_name) for ev in evaluations}
+    # A check that raised has no evaluation: it is a failed check (not a passed one, nor an asset). A blocking check
+    # that failed has both (its step then fails the run): it is listed once, by its evaluation.
     specs = check_steps(all_checks)
+    stopping = set()  # blocking checks that failed: their step failed, and what follows them did not run
     for step in [k for k, o in outcomes.items() if k in specs and not o.ok]:
         spec, outcome = specs[step], outcomes.pop(step)
-        if not outcome.skipped:
-            checks.append({"asset": spec.asset_key.to_user_string(), "check": spec.name, "passed": False,
-                           "severity": "ERROR", "metadata": {"error": outcome.error}})
-    for ev in result.get_asset_check_evaluations():
+        name = (spec.asset_key.to_user_string(), spec.name)
+        if name in evaluated:
+            stopping.add(name)
+        elif not outcome.skipped:
+            checks.append({"asset": name[0], "check": name[1], "passed": False, "severity": "ERROR",
+                           "metadata": {"error": outcome.error}})
+    for ev in evaluations:
+        name = (ev.asset_key.to_user_string(), ev.check_name)
         checks.append(
             {
-                "asset": ev.asset_key.to_user_string(),
-                "check": ev.check_name,
+                "asset": name[0],
+                "check": name[1],
                 "passed": ev.passed,
                 "severity": ev.severity.value,
                 "metadata": {k: _plain(v) for k, v in ev.metadata.items()},
+                **({"stopped_run": True} if name in stopping else {}),
             }
         )
     return list(outcomes.values()), checks

@@ -156,6 +156,20 @@ def test_materialize_sample_end_to_end_and_again(isolated_home: Path) -> None:
     chart = _invoke("plot", "sentiment", "--ticker", top["ticker"], "--out", str(out / "top.png"), "--since", top["lo"])
     assert chart["articles"] == top["n"] and (out / "top.png").read_bytes()[:4] == b"\x89PNG"
 
+    # A blocking check that fails (an event id of the wrong form) fails the run, stops the snapshot and says so
+    # once: the summary named no failed asset ("see assets") and listed the check twice.
+    con = duckdb.connect(str(isolated_home / "warehouse.duckdb"))
+    try:
+        con.execute("UPDATE prediction_events SET id = 'not-an-id' WHERE id = (SELECT min(id) FROM prediction_events)")
+    finally:
+        con.close()
+    current = (isolated_home / "snapshots" / "CURRENT").read_text()
+    result = runner.invoke(app, ["materialize", "--select", "prediction_events,serving_snapshot", "--json"])
+    doc = json.loads(result.output)
+    assert result.exit_code == 1 and "a blocking check failed (prediction_events.id_format)" in doc["error"], doc
+    assert [(c["check"], c["passed"]) for c in doc["checks"] if c["check"] == "id_format"] == [("id_format", False)]
+    assert (isolated_home / "snapshots" / "CURRENT").read_text() == current
+
 
 def test_materialize_rejects_unknown_asset(isolated_home: Path) -> None:
     result = runner.invoke(app, ["materialize", "--select", "no_such_asset"])

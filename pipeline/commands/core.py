@@ -87,7 +87,12 @@ def summary_document(summary: Any) -> dict[str, Any]:
         doc["exitCode"] = 128 + (runlock.stop_signal or signal.SIGINT)
     elif not summary.ok:
         failed = [a.asset for a in summary.assets if not a.ok and not a.skipped]
-        doc["error"] = f"the run failed: {', '.join(failed) or 'see assets'}; each asset's error is under `assets`"
+        checks = [f"{c['asset']}.{c['check']}" for c in summary.checks if c.get("stopped_run")]
+        if failed or not checks:
+            doc["error"] = f"the run failed: {', '.join(failed) or 'see assets'}; each asset's error is under `assets`"
+        else:  # every asset that ran succeeded: a blocking check stopped what follows it
+            doc["error"] = (f"the run failed: a blocking check failed ({', '.join(checks)}), so the assets after it "
+                            "were not run; its violations are under `checks`: fix those rows, then run again")
         doc["exitCode"] = 1
     return doc
 
