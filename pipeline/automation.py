@@ -19,6 +19,17 @@ ON_CHANGE = EAGER.replace(
         dg.AutomationCondition.data_version_changed() | dg.AutomationCondition.will_be_requested()
     ).with_label("any_deps_changed"),
 )
+# A step that failed (an analyst held the warehouse, a run was canceled) is tried again at the next ten-minute tick:
+# nothing upstream changes again before the feeds do, and until then the API would serve the snapshot from before.
+# A failed blocking check is not retried: its asset succeeded, and the rows need fixing first.
+RETRY_FAILED = (
+    dg.AutomationCondition.execution_failed()
+    & dg.AutomationCondition.cron_tick_passed("*/10 * * * *")
+    & ~dg.AutomationCondition.in_progress()
+    & ~dg.AutomationCondition.any_deps_in_progress()
+).with_label("failed: again every ten minutes")
+ON_CHANGE = ON_CHANGE | RETRY_FAILED
+FOLLOW = EAGER | RETRY_FAILED
 # Runs the daemon starts are run again when their process dies (dagster.yaml). Whole: a run killed while its steps
 # waited for the writer pool has no failed step to resume from ("No steps needed to be retried"), and every asset
 # here is idempotent (a step that had finished finds nothing left to do).

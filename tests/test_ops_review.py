@@ -150,6 +150,57 @@ def test_a_poll_that_finds_nothing_new_does_not_run_what_follows(tmp_path: Path,
         instance.dispose()
 
 
+def test_a_step_that_failed_is_tried_again_at_the_next_tick(tmp_path: Path, built_models: Path, monkeypatch) -> None:  # noqa: ANN001
+    """A downstream run that failed (an analyst held the warehouse) was never run again: the poll had changed
+    nothing more, so the API served the snapshot from before until the feeds changed (an operator's review)."""
+    import sys
+    from datetime import UTC, datetime, timedelta
+
+    import dagster as dg
+
+    from tests.test_crash_recovery import _instance
+    from tests.test_operator_review import HOLDER
+
+    home, feeds = one_feed_home(tmp_path, built_models)
+    feed = tmp_path / "one.xml"
+    for name, value in _env(home).items():
+        if name.startswith("CRYPTOWIRE_"):
+            monkeypatch.setenv(name, value)
+    from pipeline.definitions import defs
+
+    out = _cli(home, "materialize", "--select", "crypto_assets,raw_articles,articles", "--feeds", str(feeds))
+    assert out.returncode == 0, out.stderr[-2000:]
+    feed.write_text(rss(item("Bitcoin rises 2% as ETF inflows return", "https://one.example.com/1"),
+                        item("Solana fees fall after the upgrade", "https://one.example.com/3")))
+    out = _cli(home, "materialize", "--select", "raw_articles", "--feeds", str(feeds))  # the poll: new data
+    assert out.returncode == 0, out.stderr[-2000:]
+    from pipeline.definitions import ALL_ASSETS, resources
+    from warehouse.config import Settings
+
+    instance = _instance(home)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(home / "warehouse.duckdb")], env=_env(home),
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
+        # the run the sensor starts, its step failing on the held file (WarehouseLocked after 30 s)
+        failed = dg.materialize(ALL_ASSETS, selection=["articles"], resources=resources(Settings()),
+                                instance=instance, raise_on_error=False)
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+    assert not failed.success
+    only = dg.AssetSelection.assets("articles")
+    now = datetime.now(UTC)
+    try:
+        first = dg.evaluate_automation_conditions(defs=defs, instance=instance, asset_selection=only,
+                                                  evaluation_time=now)
+        later = dg.evaluate_automation_conditions(defs=defs, instance=instance, asset_selection=only,
+                                                  evaluation_time=now + timedelta(minutes=11), cursor=first.cursor)
+        assert later.get_num_requested(dg.AssetKey("articles")) == 1, "the failed articles step was not tried again"
+    finally:
+        instance.dispose()
+
+
 def test_a_stopped_run_under_json_names_the_exit_code_it_exits_with(tmp_path: Path) -> None:
     from tests.support.httpserver import LocalServer, hang
 

@@ -5,7 +5,7 @@ import dagster as dg
 
 from pipeline.assets.enrich import articles
 from pipeline.assets.ingest import POOL
-from pipeline.automation import EAGER, WHEN_MISSING
+from pipeline.automation import FOLLOW, WHEN_MISSING
 from pipeline.resources import WarehouseResource
 from warehouse.crashpoints import crash_point
 
@@ -90,7 +90,7 @@ def asset_reference_prices(context: dg.AssetExecutionContext, warehouse: Warehou
     pool=POOL,
     deps=[articles, asset_reference_prices],
     kinds={"duckdb"},
-    automation_condition=EAGER,
+    automation_condition=FOLLOW,
     description="Resolvable binary (Yes/No) prediction events derived from the news, with stable pevt_ ids.",
 )
 def prediction_events(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
