@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import re
 import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from pipeline.timestamps import iso_utc
@@ -56,7 +59,65 @@ def _one_line(text: str, limit: int) -> tuple[str, bool]:
     return (text if len(text) <= limit else text[: limit - 1].rstrip() + "…"), True
 
 
-def _warehouse(settings: Settings) -> dict[str, Any]:
+# Rows of raw_articles that `articles` does not hold as they are (new, or changed since): the enrichment's
+# sync (pipeline.enrich.SYNC_SQL) brings exactly these. A join, not a clock: right whoever wrote the rows.
+NOT_ENRICHED_SQL = """
+SELECT count(*) FROM raw_articles r LEFT JOIN articles a ON a.id = r.id
+WHERE a.id IS NULL OR a.content_hash <> r.content_hash OR a.published_at <> r.published_at
+   OR a.date_inferred IS DISTINCT FROM r.date_inferred
+"""
+
+
+@dataclass
+class Published:
+    """The served snapshot's identity, and per served table the newest change stamp it holds (watermarks)."""
+
+    tag: str | None
+    created_at: datetime | None
+    marks: dict[str, str | None]
+
+
+def _published(current: Path) -> Published:
+    """A set's manifest records its watermarks (``warehouse.parts.changes``): the same stamps compared, no
+    clock. A single-file snapshot (the older layout) records only its creation time: it stands in for them."""
+    from warehouse.parts import is_set, read_manifest
+    from warehouse.parts.changes import SOURCES
+
+    if is_set(current):
+        manifest = read_manifest(current)
+        created = datetime.fromisoformat(manifest["created_at"]) if manifest.get("created_at") else None
+        marks = manifest.get("watermarks") or {}
+        fallback = created.isoformat(sep=" ") if created else None
+        return Published(manifest.get("tag"), created, {t: marks.get(t, fallback) for t in SOURCES})
+    import duckdb
+
+    con = duckdb.connect(str(current), read_only=True)
+    try:
+        tag, created = con.execute("SELECT tag, created_at FROM snapshot_info").fetchall()[0]
+    finally:
+        con.close()
+    return Published(tag, created, {t: created.isoformat(sep=" ") if created else None for t in SOURCES})
+
+
+def _behind(con: Any, names: set[str], published: Published) -> dict[str, int]:
+    """Per warehouse table, the rows the served snapshot does not show yet (only tables with some): written
+    after its watermarks, and, for raw_articles, ingested but not in `articles` yet."""
+    from warehouse.parts.changes import SOURCES
+
+    behind: dict[str, int] = {}
+    if {"raw_articles", "articles"} <= names:
+        behind["raw_articles"] = con.execute(NOT_ENRICHED_SQL).fetchall()[0][0]
+    for table, (src, _, stamps) in SOURCES.items():
+        mark = published.marks.get(table)
+        if src not in names or mark is None:
+            continue
+        where = " OR ".join(f"{stamp} > ?::TIMESTAMP" for stamp in stamps)
+        sql = f"SELECT count(*) FROM {src} WHERE {where}"
+        behind[src] = con.execute(sql, [mark] * len(stamps)).fetchall()[0][0]
+    return {t: n for t, n in behind.items() if n}
+
+
+def _warehouse(settings: Settings, published: Published | None = None) -> dict[str, Any]:
     import duckdb
 
     from warehouse import db
@@ -84,11 +145,13 @@ def _warehouse(settings: Settings) -> dict[str, Any]:
                       "in_last_run"), r, strict=True))
             for r in con.execute(FEED_HEALTH_SQL).fetchall()
         ] if "feed_fetches" in names else []
+        behind = _behind(con, names, published) if published else None
     finally:
         con.close()
     for f in feeds:
         f["at"] = iso_utc(f["at"])
-    return {"exists": True, "counts": counts, "newest_article": iso_utc(newest), "feeds": feeds}
+    found = {"exists": True, "counts": counts, "newest_article": iso_utc(newest), "feeds": feeds}
+    return found if behind is None else {**found, "behind": behind}
 
 
 def _run_events(instance: Any, run_id: str) -> tuple[set[str], set[str]]:
@@ -219,33 +282,63 @@ def _instance_note(settings: Settings) -> dict[str, Any]:
         "materialize`, `daemon` or `webserver` moves the instance to Postgres (the SQLite run history stays behind)")}
 
 
-def _serving(settings: Settings) -> dict[str, Any]:
-    """What the API would serve: the snapshot ``CURRENT`` names, and whether it opens complete."""
+def _serving(settings: Settings) -> tuple[dict[str, Any], Published | None]:
+    """What the API would serve: the snapshot ``CURRENT`` names, whether it opens complete, tag and time."""
     from warehouse.published import current_snapshot
     from warehouse.repair import valid_snapshot
 
     try:
         current = current_snapshot(settings.snapshots_dir)
     except ValueError as exc:
-        return {"current": None, "complete": False, "problem": f"{exc}: run `cryptowire doctor` to repoint it"}
+        problem = f"{exc}: run `cryptowire doctor` to repoint it"
+        return {"current": None, "complete": False, "problem": problem}, None
     if current is None:
         return {"current": None, "complete": False,
-                "problem": "nothing published yet: run `cryptowire materialize` to publish a snapshot"}
+                "problem": "nothing published yet: run `cryptowire materialize` to publish a snapshot"}, None
     if current.is_file() and valid_snapshot(current):
-        return {"current": current.name, "complete": True, "problem": None}
-    return {"current": current.name, "complete": False,
-            "problem": "it is missing or damaged: run `cryptowire doctor` to point CURRENT at the newest complete one"}
+        import duckdb
+
+        try:
+            published = _published(current)
+        except (OSError, ValueError, KeyError, IndexError, duckdb.Error):  # replaced meanwhile: it still serves
+            return {"current": current.name, "complete": True, "problem": None}, None
+        return {"current": current.name, "complete": True, "problem": None, "tag": published.tag,
+                "published_at": iso_utc(published.created_at)}, published
+    problem = "it is missing or damaged: run `cryptowire doctor` to point CURRENT at the newest complete one"
+    return {"current": current.name, "complete": False, "problem": problem}, None
+
+
+def _lag(behind: dict[str, int] | None) -> str | None:
+    """What the served snapshot lacks, and what to do; None when it is up to date (or that is unknown)."""
+    if not behind:
+        return None
+    said = []
+    if behind.get("raw_articles"):
+        said.append(f"{behind['raw_articles']} articles ingested and not enriched yet")
+    changed = ", ".join(f"{t} {n}" for t, n in behind.items() if t != "raw_articles")
+    if changed:
+        said.append(f"rows written after its publication ({changed})")
+    todo = ("run `cryptowire materialize` to enrich and publish them" if behind.get("raw_articles") else
+            "run `cryptowire materialize` (or the serving_snapshot asset alone: `cryptowire materialize --select "
+            "serving_snapshot`) to publish them")
+    return (f"the warehouse holds what this snapshot does not serve: {'; '.join(said)}; API clients read older "
+            f"news than the warehouse shows: {todo}")
 
 
 def collect(settings: Settings) -> dict[str, Any]:
+    serving, published = _serving(settings)
+    found = _warehouse(settings, published)
+    if published is not None:  # behind is None when a run holds the warehouse: unknown, not up to date
+        serving["behind"] = found.pop("behind", None)
+        serving["lag"] = _lag(serving["behind"])
     return {
         "home": str(settings.home.resolve()),
         "home_exists": settings.home.is_dir(),
         "warehouse": str(settings.warehouse_path.resolve()),
         "snapshots": str(settings.snapshots_dir.resolve()),
         "feeds_file": str(settings.feeds_file),
-        **_warehouse(settings),
-        "serving": _serving(settings),
+        **found,
+        "serving": serving,
         **_runs(settings),
     }
 
@@ -287,7 +380,14 @@ def render(report: dict[str, Any]) -> str:
         lines.append(f"newest dated article: {_shown(newest) if newest else 'none'}")
     serving = report.get("serving") or {"complete": False, "current": None, "problem": "unknown"}
     if serving["complete"]:
-        lines.append(f"serving snapshot: {serving['current']} (complete)")
+        when = f", published {_shown(serving['published_at'])}" if serving.get("published_at") else ""
+        tag = f", tag {serving['tag']}" if serving.get("tag") else ""
+        lines.append(f"serving snapshot: {serving['current']} (complete){when}{tag}")
+        if serving.get("lag"):
+            lines.append(f"  BEHIND: {serving['lag']}")
+            if any(r["alive"] for r in report.get("runs_in_progress") or []):
+                lines.append("  (a run is in progress, listed below: it publishes when it finishes, unless "
+                             "it fails)")
     else:
         lines.append(f"serving snapshot: {serving['current'] or 'none'}: NOT SERVABLE, {serving['problem']}")
     lines += runs_error

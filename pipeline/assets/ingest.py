@@ -44,12 +44,22 @@ def raw_articles(
             "ms": round(r.duration_ms, 1),
             "error": r.error,
             "warning": r.warning,  # items were read, but not all was well (lenient parse, body cut at the cap)
+            "empty": r.empty,  # the document held no items: a moved feed often leaves an empty channel behind
         }
         for r in report.results
     ]
     failed = [h for h in health if h["error"]]
     for h in failed:
         context.log.warning(f"feed {h['feed']} failed: {h['error']}")
+    empty = [h["feed"] for h in health if h["empty"]]
+    # Also in the metadata: `cryptowire materialize` mutes Dagster's console lines, its summary shows this.
+    warning = (
+        f"{len(empty)} feed(s) answered with no items ({', '.join(empty)}): check that their URLs still are "
+        "the publishers' feeds (a moved feed often leaves an empty channel behind)"
+        if empty else None
+    )
+    if warning:
+        context.log.warning(warning)
     return dg.MaterializeResult(
         metadata={
             "new": report.new,
@@ -58,6 +68,8 @@ def raw_articles(
             "rows": total,
             "feeds": len(health),
             "feeds_failed": len(failed),
+            "feeds_empty": len(empty),
+            **({"warning": warning} if warning else {}),
             "feed_health": dg.MetadataValue.json(health),
         },
         # The same version when nothing was added or changed: `articles` and what follows it run on a change of

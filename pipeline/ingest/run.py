@@ -18,6 +18,9 @@ Rules a run follows (text rules: ``pipeline/ingest/clean.py``):
   (``feed_state``) are written together; an error while writing leaves every table as it was.
 * **Faults** — a broken feed is recorded with its error and never stops the others. When every feed
   failed, the health rows are still committed and :class:`AllFeedsFailed` is raised.
+* **Empty feeds** — a document with no items is a warning (:data:`EMPTY_FEED`), not an error: a moved feed
+  often leaves an empty channel behind. A 304 (or an unchanged file) keeps the warning while the last document
+  read was empty, so the feed stays flagged until it lists items again.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ log = logging.getLogger(__name__)
 
 FUTURE_SLACK = timedelta(days=1)  # a date later than fetched_at + this is not believed
 OLDEST_DATE = datetime(1995, 1, 1)  # earlier dates are CMS placeholders (1970-01-01 and friends)
+EMPTY_FEED = "feed answered with no items: check that the URL still is the publisher's feed"
 
 
 @dataclass
@@ -62,6 +66,7 @@ class FeedResult:
     error: str | None
     started_at: datetime | None = None
     warning: str | None = None  # items were read, but something was off (cut body, lenient parse, ...)
+    empty: bool = False  # the document read (this time, or last time for a 304) held no items: EMPTY_FEED
 
 
 @dataclass
@@ -205,6 +210,7 @@ def _merge(con: duckdb.DuckDBPyConnection, active: list[Feed], got_all: _Downloa
     results: list[FeedResult] = []
     state_rows: list[dict] = []
     saved_state: set[str] = set()
+    dry = _still_empty(con, [f.url for f in active if fetched[f.url].not_modified])
     for feed in active:
         got = fetched[feed.url]
         result = FeedResult(
@@ -226,9 +232,14 @@ def _merge(con: duckdb.DuckDBPyConnection, active: list[Feed], got_all: _Downloa
         if result.error is not None or outcome is None or isinstance(outcome, FeedParseError):
             if result.error is None and not got.not_modified:
                 result.error = "no document received"
+            elif result.error is None and feed.url in dry:  # unchanged since it answered empty: still empty
+                result.empty, result.warning = True, EMPTY_FEED
             continue
         result.warning = outcome.warning
         result.items_seen = len(outcome.entries)
+        if not outcome.entries:  # first: the status line cuts long warnings at their end
+            result.empty = True
+            result.warning = f"{EMPTY_FEED}; {result.warning}" if result.warning else EMPTY_FEED
         if feed.url not in saved_state:  # validators only after a good parse: a bad body is fetched again
             saved_state.add(feed.url)
             state_rows.append(
@@ -297,6 +308,21 @@ def _merge(con: duckdb.DuckDBPyConnection, active: list[Feed], got_all: _Downloa
     if report.all_failed:
         raise AllFeedsFailed(report)
     return report
+
+
+def _still_empty(con: duckdb.DuckDBPyConnection, urls: list[str]) -> set[str]:
+    """Of feeds that answered 304 (or a file unchanged), those whose last fetch that read a document found no
+    items (or was such a 304 itself): their document is still the empty one."""
+    if not urls:
+        return set()
+    rows = con.execute(
+        """SELECT feed_url, arg_max((NOT not_modified AND items_seen = 0)
+                                    OR coalesce(contains(warning, ?), false), started_at)
+           FROM feed_fetches WHERE error IS NULL AND list_contains(?::VARCHAR[], feed_url)
+           GROUP BY feed_url""",
+        [EMPTY_FEED, urls],
+    ).fetchall()
+    return {url for url, empty in rows if empty}
 
 
 def _row(aid: str, entry: Entry, feed: Feed, fetched_at: datetime, language: str | None) -> dict[str, Any]:
