@@ -18,7 +18,7 @@ ON_CHANGE = EAGER.replace(
     dg.AutomationCondition.any_deps_match(
         dg.AutomationCondition.data_version_changed() | dg.AutomationCondition.will_be_requested()
     ).with_label("any_deps_changed"),
-)
+).with_label("eager, on a change of upstream data")  # the UI shows labels: not "eager", which it is not quite
 # A step that failed (an analyst held the warehouse, a run was canceled) is tried again at the next ten-minute tick:
 # nothing upstream changes again before the feeds do, and until then the API would serve the snapshot from before.
 # A failed blocking check is not retried: its asset succeeded, and the rows need fixing first.

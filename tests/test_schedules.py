@@ -29,3 +29,13 @@ def test_a_tick_is_skipped_while_the_last_poll_is_unfinished(tmp_path: Path, sta
 
         instance.report_run_failed(run) if status == dg.DagsterRunStatus.STARTED else instance.report_run_canceled(run)
         assert poll.evaluate_tick(dg.build_schedule_context(instance=instance)).run_requests  # finished: poll again
+
+
+def test_the_ui_names_what_each_automation_does() -> None:
+    """The Automation tab shows the conditions' labels: articles runs on a change of its upstream's data, not on
+    every poll, so its label must not read as plain "eager" (as it did, from the condition it was built from)."""
+    graph = defs.resolve_asset_graph()
+    labels = {key.to_user_string(): [c.get_label() for c in (graph.get(key).automation_condition.children or [])]
+              for key in graph.get_all_asset_keys() if graph.get(key).automation_condition is not None}
+    assert labels["articles"][0] == "eager, on a change of upstream data", labels
+    assert "failed: again every ten minutes" in labels["articles"] and labels["stories"][0] == "eager"
