@@ -293,16 +293,38 @@ def _pool_class() -> Any:
         async def ensure_connection(self, connection: Any) -> None:
             await super().ensure_connection(connection)
             now = time.monotonic()
+            connection.cw_pinged = False  # True once this check's PING was answered (see ping)
             if now - getattr(connection, "cw_used_at", now) > REDIS_IDLE_PING:
                 try:
                     await connection.send_command("PING", check_health=False)
                     await connection.read_response()
+                    connection.cw_pinged = True
                 except (RedisConnectionError, RedisTimeoutError, OSError):
                     await connection.disconnect()
                     await connection.connect()
             connection.cw_used_at = now
 
+        async def ping(self) -> None:
+            """A PING in one round trip (/readyz): a connection whose check above PINGed it has answered already;
+            otherwise as ``client.ping()`` (a failure disconnects it and raises)."""
+            connection = await self.get_connection()
+            try:
+                if not connection.cw_pinged:
+                    await connection.send_command("PING")
+                    await connection.read_response()
+            except BaseException:
+                await connection.disconnect()
+                raise
+            finally:
+                await self.release(connection)
+
     return CheckedPool
+
+
+async def _ping(client: Any) -> None:
+    """PING the client's server once (the probe's PING and the pool's idle check are one round trip)."""
+    pool = client.connection_pool
+    await _call(pool.ping() if hasattr(pool, "ping") else client.ping())
 
 
 async def _call(coro: Any) -> Any:
@@ -329,7 +351,8 @@ class RedisRateLimiter:
         return RateState(bool(int(allowed)), float(tokens), rate, burst)
 
     async def ping(self) -> None:
-        await _call(self._client.ping())
+        if self._close_client:  # a client shared with RedisCounters is PINGed by them: once per probe, not twice
+            await _ping(self._client)
 
     async def close(self) -> None:
         if self._close_client:  # otherwise the client is closed by RedisCounters (they share it)
@@ -381,7 +404,7 @@ class RedisCounters:
         return out
 
     async def ping(self) -> None:
-        await _call(self._client.ping())
+        await _ping(self._client)
 
     async def close(self) -> None:
         await self._client.aclose()

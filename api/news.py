@@ -116,6 +116,10 @@ class NewsComponent:
         snap = self.snapshots.current
         if snap is None:
             return JSONResponse({"status": "not ready", "reason": self.snapshots.error}, status_code=503)
+        # A file of the set deleted or cut short: the requests that read it fail (a restart could not open it).
+        damage = snap.damage()
+        if damage is not None:
+            return JSONResponse({"status": "not ready", "reason": damage}, status_code=503)
         # Metering down (Redis, Postgres) means every metered request gets 503: not ready, so a load balancer
         # sends the traffic to another instance.
         problem = await self.state.access.problem()
@@ -158,6 +162,10 @@ class NewsComponent:
                 if plan.needs_snapshot and snap is None:  # pragma: no cover - checked above; a switch keeps one
                     raise ApiError(503, "NOT_READY", "no serving snapshot is loaded", {"Retry-After": "5"})
                 outcome = await self._execute(plan, snap, usage)
+                if snap is not None and _failed_here(outcome):
+                    damage = snap.damage()  # a read error from a damaged part says what is wrong, not "logged"
+                    if damage is not None:
+                        raise ApiError(503, "NOT_READY", damage, {"Retry-After": "5"})
             if outcome.bad_input or outcome.data is None:  # the caller's mistake, or ours (a 500): free
                 await access.refund(charge)
                 charge = replace(charge, cost=0)
@@ -247,6 +255,10 @@ class NewsComponent:
         if operation_name is not None and not isinstance(operation_name, str):
             raise ApiError(400, "BAD_REQUEST", '"operationName" must be a string (or absent)')
         return query, variables, operation_name or None
+
+
+def _failed_here(outcome: Outcome) -> bool:
+    return any(e.get("extensions", {}).get("code") == "INTERNAL_SERVER_ERROR" for e in outcome.errors)
 
 
 def _run(plan: Any, snap: Snapshot | None, usage: dict[str, Any] | None, cache_only: bool) -> Outcome:

@@ -5,12 +5,17 @@ The pipeline publishes snapshots by replacing ``snapshots/CURRENT`` (see ``wareh
 current. Each request holds the snapshot it started with for its whole duration (a reference count), so a switch
 never changes data under a running request, and the old connection is closed only when its last request ends.
 The API never opens the warehouse itself.
+
+What each file of the current snapshot was when opened (size, modification time, inode) is kept: ``damage()``
+compares it with the disk (a few stats, no reopening) so that /readyz reports a part deleted, cut short or
+overwritten since, which the queries reading its blocks would fail on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -20,12 +25,26 @@ from typing import Any
 import anyio.to_thread
 import duckdb
 
-from warehouse.parts.read import Layout, open_snapshot
+from warehouse.parts.read import Layout, is_set, open_snapshot, set_parts
 from warehouse.published import current_snapshot
 from warehouse.read import PageCache, SnapshotReader, snapshot_fact
 from warehouse.trends import newest_dated
 
 log = logging.getLogger("cryptowire.api")
+
+# What to do about a snapshot that cannot be (fully) read: a publish sets a damaged set aside (its repair) and
+# rebuilds the periods whose parts are damaged; the API switches to the new set by itself.
+REPUBLISH = ("publish again: `cryptowire materialize` (or the serving_snapshot asset alone: `cryptowire materialize "
+             "--select serving_snapshot`); the API switches to the new snapshot by itself")
+
+
+def _identity(st: os.stat_result) -> tuple[int, int, int, int]:
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def snapshot_files(path: Path) -> list[Path]:
+    """The files a published snapshot is read from: a set's parts, or the single file."""
+    return [path.parent / name for name in set_parts(path)] if is_set(path) else [path]
 
 
 class Snapshot:
@@ -39,6 +58,8 @@ class Snapshot:
         self.con, self.layout = open_snapshot(path)  # a set or a single file, read in UTC
         try:
             self.tag, self.articles, self.events = SnapshotReader.info(self.con)
+            # the files as opened, for damage(); stat'ed after the open, so these are the files DuckDB holds
+            self.files = {f: _identity(f.stat()) for f in snapshot_files(path)}
         except Exception:
             self.con.close()
             raise
@@ -53,6 +74,30 @@ class Snapshot:
         self.closed = False
         self._pool: list[duckdb.DuckDBPyConnection] = []
         self._lock = threading.Lock()
+
+    def damage(self) -> str | None:
+        """Why a file of this snapshot is no longer the one opened, else None: deleted, unreadable, another size,
+        or overwritten in place. Queries go on reading the open file, but the blocks DuckDB has not cached fail
+        once it is cut short or overwritten, and a restart could not open it. Stats only (about 3 µs a file).
+        A file replaced by one of the same size (a copy put back) is not damage: the open one is still read."""
+        for path, (dev, ino, size, mtime) in self.files.items():
+            try:
+                now = _identity(path.stat())
+                why = None if os.access(path, os.R_OK) else "cannot be read (permission denied)"
+            except FileNotFoundError:
+                why = "was deleted"
+            except OSError as exc:
+                why = f"cannot be read ({exc.strerror})"
+            else:
+                if now[2] != size:
+                    why = f"is damaged: {now[2]} bytes on disk, {size} when it was opened"
+                elif now[:2] == (dev, ino) and now[3] != mtime:
+                    why = "was overwritten in place since it was opened"
+            if why is not None:
+                what = (f"the served snapshot {self.name}" if path.name == self.name
+                        else f"part file {path.name} of the served set {self.name}")
+                return f"{what} {why}; {REPUBLISH}"
+        return None
 
     @contextmanager
     def reader(self) -> Iterator[SnapshotReader]:
@@ -128,7 +173,7 @@ class SnapshotManager:
             try:
                 snap = await anyio.to_thread.run_sync(Snapshot, path, self.cache_size)
             except Exception as exc:
-                self.error = f"cannot open snapshot {path.name}: {exc}"
+                self.error = f"cannot open snapshot {path.name}: {exc}; {REPUBLISH}"
                 log.error("%s", self.error)
                 return False
             old, self.current = self.current, snap
