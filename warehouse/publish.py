@@ -56,6 +56,35 @@ from warehouse.published import (
 SNAPSHOT_FORMAT = 1
 ROW_GROUP_SIZE = 16384  # small row groups: zone maps skip more of the table around a page
 
+# Per article of a story but its first: the time of the article before it and the union of the earlier articles'
+# tickers, topics, source names (lower case) and sentiment labels. collapseStories with one such filter then lists
+# a story by its earliest matching article with a row condition, as fast as a plain filtered page (the general
+# case checks each page's stories with a grouped query). Order as ``story_first``: publication time, then id.
+# MEMBERS_SQL lists the stories' articles ({members}: story_id, article_id) with what PRIOR_SQL needs of them.
+MEMBERS_SQL = """
+CREATE OR REPLACE TEMP TABLE _cw_members AS
+SELECT m.story_id, a.id, a.published_at, coalesce(a.tickers, []::VARCHAR[]) AS tickers,
+       coalesce(a.topics, []::VARCHAR[]) AS topics, lower(a.source_name) AS source,
+       CASE lower(a.sentiment) WHEN 'positive' THEN 'Positive' WHEN 'negative' THEN 'Negative'
+                               WHEN 'neutral' THEN 'Neutral' END AS sentiment
+FROM ({members}) m JOIN {articles} a ON a.id = m.article_id
+"""
+PRIOR_SQL = """
+CREATE OR REPLACE TEMP TABLE _cw_prior AS
+WITH w AS (
+    SELECT id,
+           lag(published_at) OVER (PARTITION BY story_id ORDER BY published_at, id) AS prev_at,
+           list(tickers) OVER earlier AS tickers, list(topics) OVER earlier AS topics,
+           list(source) OVER earlier AS sources, list(sentiment) OVER earlier AS sentiments
+    FROM _cw_members
+    WINDOW earlier AS (PARTITION BY story_id ORDER BY published_at, id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+)
+SELECT id AS article_id, prev_at AS prior_at, list_distinct(flatten(tickers)) AS prior_tickers,
+       list_distinct(flatten(topics)) AS prior_topics, list_distinct(sources) AS prior_sources,
+       list_distinct(sentiments) AS prior_sentiments
+FROM w WHERE prev_at IS NOT NULL
+"""
+
 NEWS_SQL = """
 CREATE TABLE {db}.news AS
 SELECT
@@ -82,9 +111,15 @@ SELECT
     st.story_first_seen,
     -- the story's earliest article (cryptoNews(collapseStories: true) lists only those); an article in no story
     -- yet stands for itself
-    sa.story_id IS NULL OR row_number() OVER (PARTITION BY sa.story_id ORDER BY articles.published_at, articles.id) = 1 AS story_first
+    sa.story_id IS NULL OR row_number() OVER (PARTITION BY sa.story_id ORDER BY articles.published_at, articles.id) = 1 AS story_first,
+    pr.prior_at AS story_prev_at,
+    pr.prior_tickers AS story_prior_tickers,
+    pr.prior_topics AS story_prior_topics,
+    pr.prior_sources AS story_prior_sources,
+    pr.prior_sentiments AS story_prior_sentiments
 FROM articles
 LEFT JOIN (SELECT article_id, story_id FROM story_articles) sa ON sa.article_id = articles.id
+LEFT JOIN _cw_prior pr ON pr.article_id = articles.id
 LEFT JOIN (SELECT id AS sid, title AS story_title, articles AS story_articles, sources AS story_sources,
                   first_seen AS story_first_seen FROM stories) st ON st.sid = sa.story_id
 LEFT JOIN (
@@ -180,7 +215,10 @@ def publish_snapshot(con: duckdb.DuckDBPyConnection, snapshots_dir: Path, keep: 
     literal = str(partial.resolve()).replace("'", "''")
     con.execute(f"ATTACH '{literal}' AS {alias} (ROW_GROUP_SIZE {ROW_GROUP_SIZE})")
     try:
+        con.execute(MEMBERS_SQL.format(members="SELECT article_id, story_id FROM story_articles", articles="articles"))
+        con.execute(PRIOR_SQL)
         con.execute(NEWS_SQL.format(db=alias))
+        con.execute("DROP TABLE _cw_members; DROP TABLE _cw_prior")
         con.execute(f"CREATE UNIQUE INDEX news_id ON {alias}.news (id)")
         crash_point("snapshot:writing")
         con.execute(EVENTS_SQL.format(db=alias))

@@ -464,7 +464,14 @@ class SnapshotReader:
             hi = min(hi, self._news_newer_until(req.before))
         where, params = _news_conditions(filters)
         where_sql = " AND ".join(where)
-        if filters.collapse_stories and self._has_stories and (where or filters.since or filters.until):
+        prior = self._prior_condition(filters) if filters.collapse_stories and self._has_stories else None
+        if prior is not None:  # one article per story by a row condition: pages and cursors work as without
+            where_sql = " AND ".join([*where, prior[0]])
+            page = self._page(
+                "news", self._news_columns, [], req, lo, hi, flo, fhi, where_sql, [*params, *prior[1]], need_next,
+                need_previous,
+            )
+        elif filters.collapse_stories and self._has_stories and (where or filters.since or filters.until):
             # One article per story among those the filters let through: its earliest such article, so that a
             # story whose first report does not match (another outlet, before `since`) is still listed.
             older, older_params = _news_conditions(filters, "o.")
@@ -493,6 +500,23 @@ class SnapshotReader:
                 "id": sid, "title": title, "articleCount": count, "sourceCount": sources, "firstSeen": iso_ms(first),
             }
         return page
+
+    def _prior_condition(self, filters: NewsFilters) -> tuple[str, list[Any]] | None:
+        """collapseStories as a row condition on the ``story_prior_*`` columns (``warehouse.publish.PRIOR_SQL``):
+        no earlier article of the row's story passes the filters. Exact for one of tickers, topics, sources or
+        sentiment (an earlier article is also before ``until``), or ``since`` alone; else None (``_standing``)."""
+        if not snapshot_fact(self.facts, "news_prior", lambda: has_column(self.con, "news", "story_prior_tickers")):
+            return None
+        kinds = [k for k in ("tickers", "topics", "sources", "sentiment") if getattr(filters, k)]
+        if filters.search or len(kinds) + (filters.since is not None) != 1:
+            return None
+        if filters.since is not None:  # the story's earliest article at or after since
+            return "(story_prev_at IS NULL OR story_prev_at < ?)", [filters.since.at]
+        if filters.sentiment:
+            return "NOT coalesce(list_contains(story_prior_sentiments, ?), false)", [filters.sentiment]
+        values = {"tickers": [t.upper() for t in filters.tickers or ()], "topics": [t.lower() for t in filters.topics or ()],
+                  "sources": [s.lower() for s in filters.sources or ()]}[kinds[0]]
+        return f"NOT coalesce(list_has_any(story_prior_{kinds[0]}, ?), false)", [values]
 
     def _standing(self, lo: int, hi: int, n: int, backwards: bool, c: _Collapse,
                   columns: str = "pos, id, story_id, story_first_seen, published_at AS date") -> list[dict[str, Any]]:

@@ -19,8 +19,8 @@ import duckdb
 
 from warehouse.published import SET_PREFIX, SET_SUFFIX
 
-SET_FORMAT = 3  # 3: events carry updated_at and withdrawn_at (2026-11-26)
-READABLE_FORMATS = (2, SET_FORMAT)  # a set of format 2 is served until the next publish replaces it
+SET_FORMAT = 4  # 3: events carry updated_at and withdrawn_at (2026-11-26); 4: news the story_prior_* columns
+READABLE_FORMATS = (2, 3, SET_FORMAT)  # an older set is served until the next publish replaces it
 TABLES = ("news", "stories", "events", "sentiment")  # every part holds the four
 PAGED = ("news", "stories", "events")  # tables with pos, read page by page
 
