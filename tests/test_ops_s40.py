@@ -6,17 +6,21 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from pipeline.ingest import Feed, ingest
 from tests.support.feedgen import item, rss
 from tests.support.httpserver import LocalServer, conditional, static
 from tests.support.newsdata import Data, build, make_articles, make_events
+from tests.support.servers import free_port
 from warehouse.config import Settings
 from warehouse.db import connect
 
@@ -268,3 +272,31 @@ def test_a_single_file_snapshot_is_compared_by_its_creation_time(settings: Setti
         con.close()
     serving = collect(settings)["serving"]
     assert serving.get("behind") == {"stories": 1} and "(stories 1)" in (serving.get("lag") or ""), serving
+
+
+def test_dev_opens_the_ui_on_the_port_asked(tmp_path: Path) -> None:
+    """`cryptowire dev --port`: port 3000 is often taken (another UI, a web app being built)."""
+    project = Path(__file__).resolve().parent.parent
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CRYPTOWIRE_", "DAGSTER_"))}
+    env.update(PYTHONPATH=str(project), CRYPTOWIRE_HOME=str(tmp_path / "home"), CRYPTOWIRE_PRICE_SOURCE_URL="")
+    log = (tmp_path / "dev.log").open("wb")
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "dev", "--port", str(port)], env=env, cwd=project,
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline, up = time.monotonic() + 180, False
+        while time.monotonic() < deadline and not up:
+            assert proc.poll() is None, (tmp_path / "dev.log").read_text()[-2000:]
+            try:
+                up = httpx.get(f"http://127.0.0.1:{port}/server_info", timeout=2).status_code == 200
+            except httpx.HTTPError:
+                time.sleep(1)
+        assert up, (tmp_path / "dev.log").read_text()[-2000:]
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()

@@ -291,10 +291,14 @@ def register(app: typer.Typer) -> None:
             serve_after_up(_settings(), summary_document(summary) if as_json else None)
 
     @app.command()
-    def dev() -> None:
-        """Open the Dagster UI (`dagster dev`) on this code location, with DAGSTER_HOME under the data home."""
+    def dev(
+        host: str = typer.Option("127.0.0.1", help="Address the Dagster UI binds."),
+        port: int = typer.Option(3000, help="Port the Dagster UI binds (another one when 3000 is taken)."),
+    ) -> None:
+        """Open the Dagster UI (`dagster dev`: the UI and a daemon) on this code location, with DAGSTER_HOME under
+        the data home."""
         # `dev_command` is what we mean on one machine; Dagster's notice that it is superseded is noise here.
-        run_dagster(["dagster", "dev"], quiet="ignore:Function `dev_command` is superseded")
+        run_dagster(["dagster", "dev", "-h", host, "-p", str(port)], quiet="ignore:Function `dev_command` is superseded")
 
     @app.command()
     def webserver(
