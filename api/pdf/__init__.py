@@ -11,9 +11,10 @@ from starlette.routing import BaseRoute, Route
 
 from api.access import missing_key_routes
 from api.errors import ApiError
-from api.pdf.endpoint import PATH, PdfEndpoint
+from api.pdf.endpoint import PATH, STOP_REFUND_SECONDS, PdfEndpoint
 from api.pdf.pool import BrowserPool, browser_problem
 from api.pdf.ssrf import Policy
+from api.pdf.stop import StopGuard
 
 log = logging.getLogger("cryptowire.pdf")
 
@@ -36,6 +37,9 @@ async def startup(state: Any) -> None:
         tmp_dir=s.chromium_tmp_dir,
     )
     state.extras["pdf_pool"] = pool
+    guard = StopGuard(hold_seconds=STOP_REFUND_SECONDS + 2)  # past the refund's own bound, so its ERROR line comes
+    guard.install()
+    state.extras["pdf_stop"] = guard
     problem = browser_problem(pool.chromium_path)
     if problem is not None:  # a permanent misconfiguration: said once here, not in a traceback per request
         log.error("PDF rendering is not available: the browser %s; install chromium-headless-shell (or chromium) or "
@@ -55,6 +59,9 @@ async def _warm(pool: BrowserPool) -> None:
 
 
 async def shutdown(state: Any) -> None:
+    guard = state.extras.get("pdf_stop")
+    if guard is not None:
+        guard.uninstall()
     task = state.extras.pop("pdf_warmup", None)
     if task is not None:  # let a launch in progress finish, so that close() can stop what it started
         with contextlib.suppress(BaseException):

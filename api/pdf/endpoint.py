@@ -18,6 +18,7 @@ from api.pdf.params import PdfParams, parse_params
 from api.pdf.pool import BrowserPool
 from api.pdf.render import render
 from api.pdf.ssrf import Policy
+from api.pdf.stop import StopGuard, stopped_error
 
 log = logging.getLogger("cryptowire.pdf")
 
@@ -102,8 +103,19 @@ class PdfEndpoint:
     def policy(self) -> Policy:
         return self.state.extras["pdf_policy"]
 
+    @property
+    def guard(self) -> StopGuard:
+        return self.state.extras["pdf_stop"]
+
     async def handle(self, request: Request) -> Response:
-        access = self.state.access
+        guard = self.guard
+        guard.enter()  # from before the charge until it is settled, a forced stop of the server waits for it
+        try:
+            return await self._handle(request, self.state.access, guard)
+        finally:
+            guard.leave()
+
+    async def _handle(self, request: Request, access: Any, guard: StopGuard) -> Response:
         loop = asyncio.get_running_loop()
         caller: Caller | None = None
         charge: Charge | None = None
@@ -118,10 +130,14 @@ class PdfEndpoint:
                     await self.policy.pin(params.url)  # 403 / 502 (DNS) before anything is charged
             except TimeoutError:
                 raise ApiError(502, "DNS_FAILURE", f"resolving {params.url.host!r} took too long") from None
+            if guard.stopping.is_set():
+                raise stopped_error()
             charge = await access.reserve(caller, COST)
-            result = await render(self.pool, self.policy, params, deadline)
+            result = await guard.run(render(self.pool, self.policy, params, deadline))
         except ApiError as exc:
-            if charge is not None:
+            if charge is not None and guard.stopping.is_set():
+                await refund_at_stop(access, charge)  # bounded, or logged: the process exits right after
+            elif charge is not None:
                 await access.refund(charge)
             return exc.rest_response(access.headers(caller, None))  # refunded: nothing charged
         except Exception:

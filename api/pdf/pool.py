@@ -6,7 +6,9 @@ memory, and replaced at once when it crashes or is killed.
 
 With ``tmp_dir`` (the server's data home), the temp files of Playwright's driver and of Chromium (the browser
 profile, artifacts) go to a directory of this process there, not /tmp: a kill -9 that takes the driver down leaves
-them behind, and the next pool to start in any process removes the directories whose owner is gone.
+them behind, and the next pool to start in any process removes the directories whose owner is gone. The full
+browser's own TMPDIR must stay short (it puts its singleton socket there, at most 107 bytes): it is a directory of
+this process in the system's temp directory (``cw-<pid>-…``), recorded in the data home's one, and removed with it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import math
 import os
 import shutil
 import socket
+import stat
 import tempfile
 import threading
 import time
@@ -167,6 +170,7 @@ class BrowserPool:
         self.chromium_path = chromium_path
         self.tmp_dir = tmp_dir  # None: the system's temp directory
         self._tmp: Path | None = None  # this process's directory under tmp_dir
+        self._browser_tmp: Path | None = None  # the full browser's TMPDIR, short, in the system's temp directory
         self._tmp_lock: int | None = None  # held while this pool lives: the directory is in use
         self.concurrency = concurrency or os.cpu_count() or 1
         self.queue = max(0, queue)
@@ -216,9 +220,11 @@ class BrowserPool:
                 self._pw_cm = self._playwright = None
             await self.egress.close()
             if self._tmp is not None and self._tmp_lock is not None:
+                remove_browser_tmp(self._tmp)
                 shutil.rmtree(self._tmp, ignore_errors=True)
                 os.close(self._tmp_lock)
                 self._tmp = self._tmp_lock = None
+                self._browser_tmp = None
         self._dead.close()
 
     async def _launch(self) -> Browser:
@@ -232,6 +238,9 @@ class BrowserPool:
             except OSError as exc:  # renders matter more than where their temp files go
                 log.warning("pdf: cannot use %s for the browser's temp files (%s); using the system's", self.tmp_dir, exc)
                 self.tmp_dir = None
+            else:
+                if "headless-shell" not in self.chromium_path.name:  # the shell keeps nothing in its TMPDIR
+                    self._browser_tmp = await asyncio.to_thread(claim_browser_tmp, self._tmp)
         if self._playwright is None:
             self._pw_cm = async_playwright()
             # The driver makes the profile and artifacts directories in its own TMPDIR, which it takes from ours.
@@ -239,9 +248,14 @@ class BrowserPool:
                 self._playwright = await self._pw_cm.__aenter__()
         marker = f"--cryptowire-pdf-pool={uuid.uuid4().hex}"  # finds the browser's pid in /proc
         args = [*BASE_ARGS, f"--proxy-server=socks5://127.0.0.1:{self._dead.getsockname()[1]}", marker]
-        # Chromium gets the server's own TMPDIR back (it would inherit the driver's): the full chromium binary puts
-        # a Unix socket there, and a socket path under a data home can pass the 107-byte limit.
-        env = None if self._tmp is None else dict(os.environ)
+        # Never the driver's TMPDIR (under the data home): the full chromium binary puts a Unix socket in its TMPDIR,
+        # whose path must stay under 107 bytes. It gets a short directory of this process, which a kill leaves for
+        # the next pool to remove; the headless shell, which keeps nothing there, gets the server's own.
+        env = None
+        if self._tmp is not None:
+            env = dict(os.environ)
+            if self._browser_tmp is not None:
+                env["TMPDIR"] = str(self._browser_tmp)
         browser = await self._playwright.chromium.launch(
             executable_path=str(self.chromium_path), args=args, headless=True, handle_sigint=False,
             handle_sigterm=False, handle_sighup=False, env=env,
@@ -536,6 +550,7 @@ def claim_tmp_dir(root: Path) -> tuple[Path, int]:
         for entry in root.iterdir():
             if entry.is_dir() and not _owned(entry):
                 log.info("pdf: removing %s, left by a process that is gone", entry)
+                remove_browser_tmp(entry)
                 shutil.rmtree(entry, ignore_errors=True)
         mine = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=root))
         lock = os.open(mine / OWNER, os.O_RDWR | os.O_CREAT, 0o600)  # not inherited: only this process holds it
@@ -543,6 +558,47 @@ def claim_tmp_dir(root: Path) -> tuple[Path, int]:
     finally:
         os.close(guard)
     return mine, lock
+
+
+BROWSER_TMP = "browser-tmp"  # in each process's directory: the path of its browser's TMPDIR
+BROWSER_TMP_PREFIX = "cw-"
+# What full Chromium adds under its TMPDIR: org.chromium.Chromium.XXXXXX/SingletonSocket (sun_path: 107 bytes).
+SOCKET_TAIL = len("/org.chromium.Chromium.XXXXXX/SingletonSocket")
+SOCKET_MAX = 107
+
+
+def claim_browser_tmp(mine: Path) -> Path | None:
+    """A short directory for Chromium's TMPDIR in the system's temp directory, named after ``mine`` (this process's
+    directory, which records it first: a kill at any point leaves nothing unrecorded). None when there is no room
+    under the socket limit or it cannot be made: Chromium then gets the server's TMPDIR, as it would anyway."""
+    path = Path(tempfile.gettempdir()) / f"{BROWSER_TMP_PREFIX}{mine.name}"
+    if len(os.fsencode(path)) + SOCKET_TAIL > SOCKET_MAX:
+        log.info("pdf: the system temp directory %s is too long for a browser directory of its own", path.parent)
+        return None
+    try:
+        (mine / BROWSER_TMP).write_text(str(path))
+        path.mkdir(mode=0o700)  # never an existing one: it would be another program's
+    except OSError as exc:
+        log.warning("pdf: cannot make %s for the browser's temp files (%s); it gets the server's TMPDIR", path, exc)
+        return None
+    return path
+
+
+def remove_browser_tmp(mine: Path) -> None:
+    """Remove the browser TMPDIR recorded in ``mine`` (a directory whose owner is gone, or this process's own at
+    close). Only a directory of this user, named as claim_browser_tmp names it after ``mine``, is removed."""
+    try:
+        path = Path((mine / BROWSER_TMP).read_text())
+    except (OSError, ValueError):
+        return
+    try:
+        st = path.lstat()
+    except OSError:
+        return
+    if path.name != f"{BROWSER_TMP_PREFIX}{mine.name}" or not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        log.warning("pdf: leaving %s, recorded in %s but not a browser directory of this server", path, mine)
+        return
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def _owned(directory: Path) -> bool:
