@@ -239,7 +239,10 @@ class MergeReport:
 
 
 def merge_result(con: duckdb.DuckDBPyConnection, path: Path) -> MergeReport:
-    """Merge one result file into the warehouse in one transaction (the single writer). Idempotent."""
+    """Merge one result file into the warehouse in one transaction (the single writer). Idempotent. The rows
+    are stamped with the merge's time, not the worker's: the stamps say when the warehouse row changed, and a
+    publish or the stories' resync since the worker ran must still see the change."""
+    now = utcnow()
     with transaction(con):
         con.execute(
             "CREATE OR REPLACE TEMP TABLE _result AS SELECT r.* FROM read_parquet(?) r "
@@ -251,9 +254,16 @@ def merge_result(con: duckdb.DuckDBPyConnection, path: Path) -> MergeReport:
         con.execute(
             """UPDATE articles SET sentiment = u.sentiment, sentiment_score = u.sentiment_score,
                    prob_negative = u.prob_negative, prob_neutral = u.prob_neutral, prob_positive = u.prob_positive,
-                   model_version = u.model_version, enriched_at = u.enriched_at, tickers = u.tickers,
-                   topics = u.topics, tagger_version = u.tagger_version, tagged_at = u.tagged_at
-               FROM _result u WHERE articles.id = u.id"""
+                   model_version = u.model_version, enriched_at = ?, tickers = u.tickers,
+                   topics = u.topics, tagger_version = u.tagger_version, tagged_at = ?
+               FROM _result u WHERE articles.id = u.id AND (
+                   articles.model_version IS DISTINCT FROM u.model_version OR articles.sentiment IS DISTINCT FROM
+                   u.sentiment OR articles.sentiment_score IS DISTINCT FROM u.sentiment_score OR
+                   articles.prob_negative IS DISTINCT FROM u.prob_negative OR articles.prob_neutral IS DISTINCT FROM
+                   u.prob_neutral OR articles.prob_positive IS DISTINCT FROM u.prob_positive OR articles.tickers IS
+                   DISTINCT FROM u.tickers OR articles.topics IS DISTINCT FROM u.topics OR articles.tagger_version IS
+                   DISTINCT FROM u.tagger_version)""",  # a file merged again changes nothing, stamps included
+            [now, now],
         )
         con.execute("DELETE FROM article_tickers WHERE article_id IN (SELECT id FROM _result)")
         con.execute(

@@ -73,9 +73,13 @@ def test_partitioned_equals_in_process_and_merge_is_idempotent(tmp_path: Path, m
 
     results = [score_partition_file(p.input_path, model, tagger) for p in parts]
     assert [score_partition_file(p.input_path, model, tagger) for p in parts] == results  # kept, not recomputed
+    scored = db.utcnow()
     for r in results:
         report = merge_result(con, r)
         assert report.applied == report.rows == 20 and report.stale == 0
+    # stamped when merged, not when the worker scored: a publish or resync in between must see the change
+    assert con.execute("SELECT min(enriched_at) > ?, min(tagged_at) > ? FROM articles", [scored, scored]).fetchall() \
+        == [(True, True)]
     merged = rows_of(con)
     assert merged == expected
     assert con.execute("SELECT count(*), count(DISTINCT id) FROM articles").fetchall()[0] == (80, 80)
