@@ -280,14 +280,16 @@ class MeteredAccess:
             return
         charge.info["refunded"] = True
         try:
-            await self._give_back(charge)
+            await self.give_back(charge)
         except MeteringUnavailable as exc:
             log.warning("refund of %d CU to key %s deferred: %s", charge.cost, charge.caller.key_id, exc)
             task = asyncio.ensure_future(self._refund_later(charge))
             self._refunds[task] = charge
             task.add_done_callback(lambda done: self._refunds.pop(done, None))
 
-    async def _give_back(self, charge: Charge) -> None:
+    async def give_back(self, charge: Charge) -> None:
+        """Refund ``charge`` now; raises MeteringUnavailable when the counters cannot be reached (``refund`` retries
+        instead). For callers that keep their own record of what is still owed (the PDF charge journal)."""
         caller = charge.caller
         used = await self._counters.refund(caller.key_id, str(charge.info["day"]), caller.api, charge.cost)
         charge.info["used"] = used
@@ -301,7 +303,7 @@ class MeteredAccess:
         while True:
             closing = await self._closing_within(delay)
             try:
-                await self._give_back(charge)
+                await self.give_back(charge)
             except MeteringUnavailable:
                 if closing:
                     log_lost_refund(charge, "metering was still unavailable")

@@ -186,6 +186,12 @@ class Settings(BaseSettings):
         """Temp files of the PDF renderer (Playwright's driver and Chromium), one directory per server process."""
         return self.home / "run" / "chromium-tmp"
 
+    @property
+    def pdf_charges_dir(self) -> Path:
+        """The PDF endpoint's charge journals, one per server process: a killed server's open charges are refunded
+        by the next start (api/pdf/journal.py)."""
+        return self.home / "run" / "pdf-charges"
+
     def as_env(self) -> dict[str, str]:
         """These settings as ``CRYPTOWIRE_*`` variables, paths made absolute: a child process started in another
         directory (``cryptowire dev``) sees exactly these values, whatever it finds in its own .env."""

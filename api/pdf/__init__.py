@@ -12,11 +12,15 @@ from starlette.routing import BaseRoute, Route
 from api.access import missing_key_routes
 from api.errors import ApiError
 from api.pdf.endpoint import PATH, STOP_REFUND_SECONDS, PdfEndpoint
+from api.pdf.journal import ChargeJournal, adopt_orphans, recover
 from api.pdf.pool import BrowserPool, browser_problem
 from api.pdf.ssrf import Policy
 from api.pdf.stop import StopGuard
 
 log = logging.getLogger("cryptowire.pdf")
+
+# At shutdown, refunds of killed servers' charges still being made get this long; the rest wait for the next start.
+RECOVERY_WAIT_SECONDS = 15.0
 
 
 def routes(state: Any) -> list[BaseRoute]:
@@ -40,6 +44,7 @@ async def startup(state: Any) -> None:
     guard = StopGuard(hold_seconds=STOP_REFUND_SECONDS + 2)  # past the refund's own bound, so its ERROR line comes
     guard.install()
     state.extras["pdf_stop"] = guard
+    _open_journal(state)
     problem = browser_problem(pool.chromium_path)
     if problem is not None:  # a permanent misconfiguration: said once here, not in a traceback per request
         log.error("PDF rendering is not available: the browser %s; install chromium-headless-shell (or chromium) or "
@@ -47,6 +52,25 @@ async def startup(state: Any) -> None:
     elif s.pdf_prewarm:
         # Launch in the background: the server answers at once; the first PDF request waits for the launch.
         state.extras["pdf_warmup"] = asyncio.get_running_loop().create_task(_warm(pool))
+
+
+def _open_journal(state: Any) -> None:
+    """This process's charge journal, and the refunds of the charges killed servers left open in theirs."""
+    # Metering's own refund, which raises when metering is unreachable (``refund`` retries in the background
+    # instead, and a journal kept for the next start would then refund it twice). Unmetered access: nothing to do.
+    give_back = getattr(state.access, "give_back", None)
+    if give_back is None:
+        return
+    root = state.settings.pdf_charges_dir
+    try:
+        orphans = adopt_orphans(root)
+        state.extras["pdf_journal"] = ChargeJournal(root)
+    except OSError as exc:
+        log.warning("pdf: cannot keep a charge journal in %s (%s): a server killed during a render keeps its charge",
+                    root, exc)
+        return
+    if orphans:  # in the background: the server answers meanwhile (a refund may wait on metering's timeouts)
+        state.extras["pdf_recovery"] = asyncio.get_running_loop().create_task(recover(give_back, orphans))
 
 
 async def _warm(pool: BrowserPool) -> None:
@@ -69,3 +93,13 @@ async def shutdown(state: Any) -> None:
     pool = state.extras.pop("pdf_pool", None)
     if pool is not None:
         await pool.close()
+    recovery = state.extras.pop("pdf_recovery", None)
+    if recovery is not None:  # before metering closes (the app closes it after the components)
+        _, late = await asyncio.wait({recovery}, timeout=RECOVERY_WAIT_SECONDS)
+        if late:
+            recovery.cancel()
+            with contextlib.suppress(BaseException):
+                await recovery
+    journal = state.extras.pop("pdf_journal", None)
+    if journal is not None:
+        journal.close()

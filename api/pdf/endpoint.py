@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
 from accounts.access import log_lost_refund
 from api import bodies
 from api.access import Caller, Charge
 from api.errors import ApiError
 from api.pdf.filename import content_disposition
+from api.pdf.journal import ChargeJournal, Entry
 from api.pdf.params import PdfParams, parse_params
 from api.pdf.pool import BrowserPool
 from api.pdf.render import render
@@ -91,6 +94,21 @@ async def refund_at_stop(access: Any, charge: Charge) -> None:
         log.warning("pdf: a render was cancelled (the server is stopping); its %d CU were refunded", charge.cost)
 
 
+class PdfResponse(Response):
+    """The PDF; ``sent`` is called once it was handed to the connection, or sending it failed (a client that hung
+    up is charged: the work was done)."""
+
+    def __init__(self, content: bytes, headers: dict[str, str], sent: Callable[[], object]) -> None:
+        super().__init__(content, media_type="application/pdf", headers=headers)
+        self._sent = sent
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._sent()
+
+
 class PdfEndpoint:
     def __init__(self, state: Any) -> None:
         self.state = state
@@ -107,6 +125,24 @@ class PdfEndpoint:
     def guard(self) -> StopGuard:
         return self.state.extras["pdf_stop"]
 
+    @property
+    def journal(self) -> ChargeJournal | None:
+        return self.state.extras.get("pdf_journal")  # None: unmetered, or the data home cannot hold it
+
+    async def _refund(self, access: Any, charge: Charge, entry: Entry | None, at_stop: bool) -> None:
+        """Refund ``charge``, its journal entry settled first: a kill from here on loses the refund, never makes it
+        twice (the next start refunds only charges without a settled line)."""
+        journal = self.journal
+        if journal is not None and not journal.settled(entry, "refunded"):
+            log.error("refund of %d CU to key %s (day %s, api %s) left to the next start of a server on this data "
+                      "home: the charge journal could not be written", charge.cost, charge.caller.key_id,
+                      charge.info.get("day", "?"), charge.caller.api)
+            return
+        if at_stop:
+            await refund_at_stop(access, charge)  # bounded, or logged: the process exits right after
+        else:
+            await access.refund(charge)
+
     async def handle(self, request: Request) -> Response:
         guard = self.guard
         guard.enter()  # from before the charge until it is settled, a forced stop of the server waits for it
@@ -119,6 +155,8 @@ class PdfEndpoint:
         loop = asyncio.get_running_loop()
         caller: Caller | None = None
         charge: Charge | None = None
+        entry: Entry | None = None
+        journal = self.journal
         try:
             if request.method == "HEAD":  # Starlette routes HEAD with GET; a render only for its headers is waste
                 raise ApiError(405, "METHOD_NOT_ALLOWED", "use GET or POST to render a page", {"Allow": "GET, POST"})
@@ -133,22 +171,22 @@ class PdfEndpoint:
             if guard.stopping.is_set():
                 raise stopped_error()
             charge = await access.reserve(caller, COST)
+            if journal is not None:  # at once: no await between the charge and its line
+                entry = journal.charged(charge)
             result = await guard.run(render(self.pool, self.policy, params, deadline))
         except ApiError as exc:
-            if charge is not None and guard.stopping.is_set():
-                await refund_at_stop(access, charge)  # bounded, or logged: the process exits right after
-            elif charge is not None:
-                await access.refund(charge)
+            if charge is not None:
+                await self._refund(access, charge, entry, at_stop=guard.stopping.is_set())
             return exc.rest_response(access.headers(caller, None))  # refunded: nothing charged
         except Exception:
             log.exception("pdf: unexpected failure")
             if charge is not None:
-                await access.refund(charge)
+                await self._refund(access, charge, entry, at_stop=False)
             err = ApiError(500, "INTERNAL", "the PDF could not be produced because of an internal error; retry")
             return err.rest_response(access.headers(caller, None))
         except asyncio.CancelledError:  # a forced stop of the server: no answer will be sent
             if charge is not None:
-                await refund_at_stop(access, charge)
+                await self._refund(access, charge, entry, at_stop=True)
             raise
         disposition, _name = content_disposition(params.disposition, params.filename, params.url.host)
         headers = {
@@ -159,4 +197,5 @@ class PdfEndpoint:
             "X-PDF-Blocked-Requests": str(len(result.blocked)),
             "Server-Timing": result.server_timing(),
         }
-        return Response(result.pdf, media_type="application/pdf", headers=headers)
+        # Settled once handed to the connection: a kill before that refunds it (the client got no PDF).
+        return PdfResponse(result.pdf, headers, sent=lambda: journal is None or journal.settled(entry, "delivered"))

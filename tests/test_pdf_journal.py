@@ -1,0 +1,388 @@
+"""A PDF render's charge when its server is killed outright (kill -9, the OOM killer): the next server on the same
+data home refunds it, exactly once, to the day it was charged to; a PDF delivered before the kill stays charged; a
+live server's charges are never touched. Real `cryptowire serve` processes, real Chromium, real kill -9, a real
+page server on 127.0.0.1 whose image never arrives (the render stays in flight until the test lets it go)."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from api.pdf import procmem
+from tests.support.apiserver import free_port
+from tests.support.httpserver import LocalServer, Reply, static
+from tests.support.procs import cmdline, running, wait_for
+from warehouse.config import Settings
+
+PROJECT = Path(__file__).resolve().parent.parent
+COST = 20_000
+
+
+def _env(home: Path, **extra: str) -> dict[str, str]:
+    env = {**os.environ, "CRYPTOWIRE_HOME": str(home), **extra}
+    for name in ("CRYPTOWIRE_REDIS_URL", "CRYPTOWIRE_DATABASE_URL", "CRYPTOWIRE_PLANS_FILE"):
+        env.pop(name, None)
+    return env
+
+
+class Serve:
+    """`cryptowire serve` on ``home`` in a session of its own; its output is kept in a file."""
+
+    def __init__(self, home: Path, page_port: int, *args: str, prewarm: bool = True) -> None:
+        self.port = free_port()
+        self.log = home / f"serve-{self.port}.log"
+        env = _env(home, CRYPTOWIRE_PDF_PREWARM=str(prewarm).lower(), CRYPTOWIRE_PDF_CONCURRENCY="1",
+                   CRYPTOWIRE_PDF_ALLOW_HOSTS=f'["127.0.0.1:{page_port}"]')
+        with self.log.open("w") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "pipeline.cli", "serve", "--host", "127.0.0.1", "--port", str(self.port),
+                 *args],
+                cwd=PROJECT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        self.browser: list[int] = []
+        assert wait_for(lambda: self._answers() or self.proc.poll() is not None, 60), self.output()
+        assert self.proc.poll() is None, self.output()
+
+    def _answers(self) -> bool:
+        try:
+            return httpx.get(self.url("/healthz"), timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def find_browser(self) -> list[int]:
+        def launched() -> bool:
+            for pid in procmem.descendants(self.proc.pid):
+                if any(a.startswith("--cryptowire-pdf-pool=") for a in cmdline(pid)):
+                    self.browser = sorted({*self.browser, pid, *procmem.descendants(pid)})
+            return bool(self.browser)
+
+        assert wait_for(launched, 60), "no browser started"
+        return self.browser
+
+    def kill9(self) -> None:
+        """kill -9 of the server's process group (server, Playwright driver) and of Chromium (a group of its own)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+        for pid in self.browser:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        assert wait_for(lambda: not any(running(pid) for pid in self.browser), 15), self.browser
+
+
+def _new_key(home: Path) -> tuple[str, str]:
+    from accounts import SqliteStore
+
+    store = SqliteStore(Settings(home=home).platform_db)
+    try:
+        return store.create_key("journal", "pro", ["pdf"])
+    finally:
+        store.close()
+
+
+def _today() -> str:
+    return dt.datetime.now(dt.UTC).date().isoformat()
+
+
+def _yesterday() -> str:
+    return (dt.datetime.now(dt.UTC) - dt.timedelta(days=1)).date().isoformat()
+
+
+def _used(home: Path, key_id: str, day: str | None = None) -> int:
+    from accounts import SqliteStore
+
+    store = SqliteStore(Settings(home=home).platform_db)
+    try:
+        return store.used(key_id, day or _today())
+    finally:
+        store.close()
+
+
+def _journals(home: Path) -> dict[str, list[dict[str, Any]]]:
+    """Each journal file's name and its records."""
+    root = Settings(home=home).pdf_charges_dir
+    if not root.is_dir():
+        return {}
+    return {p.name: [json.loads(line) for line in p.read_text().splitlines()] for p in root.glob("*.jsonl")}
+
+
+def _open_charges(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    open_: dict[str, dict[str, Any]] = {}
+    for r in records:
+        if r["op"] == "charged":
+            open_[r["id"]] = r
+        else:
+            open_.pop(r["id"], None)
+    return list(open_.values())
+
+
+def _of(pid: int, journals: dict[str, list[dict[str, Any]]]) -> list[str]:
+    return [name for name in journals if name.startswith(f"{pid}-")]
+
+
+def _refund_lines(out: str, key_id: str, day: str) -> int:
+    return out.count(f"refunded {COST} CU to key {key_id} (day {day}, api pdf)")
+
+
+class Render:
+    """A PDF request on its own thread; its answer (or transport error) once done."""
+
+    def __init__(self, server: Serve, key: str, url: str) -> None:
+        self.answer: Any = None
+        self.thread = threading.Thread(target=self._call, args=(server, key, url), daemon=True)
+        self.thread.start()
+
+    def _call(self, server: Serve, key: str, url: str) -> None:
+        try:
+            self.answer = httpx.get(server.url(f"/api/html-to-pdf/{key}"), params={"url": url, "timeoutMs": 60000},
+                                    timeout=90)
+        except httpx.HTTPError as exc:
+            self.answer = exc
+
+
+def _slow_page(page: LocalServer, name: str) -> threading.Event:
+    """``/<name>`` loads an image that arrives only once the returned event is set: its render stays in flight."""
+    hold = threading.Event()
+    page.routes[f"/{name}"] = static(f"<h1>{name}</h1><img src='/{name}.png'>")
+    page.routes[f"/{name}.png"] = lambda req: (hold.wait(60), Reply(404))[1]
+    return hold
+
+
+# --- 1. killed during a render: refunded once by the next start; a delivered PDF stays charged -------------------
+
+
+def test_a_render_in_flight_at_a_kill_9_is_refunded_once_by_the_next_start_a_delivered_pdf_is_not(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    key_id, key = _new_key(home)
+    with LocalServer() as page:
+        page.routes["/fast"] = static("<h1>FAST</h1>")
+        hold = _slow_page(page, "slow")
+        killed = Serve(home, page.port)
+        try:
+            r = httpx.get(killed.url(f"/api/html-to-pdf/{key}"), params={"url": page.url("/fast")}, timeout=60)
+            assert r.status_code == 200 and r.content.startswith(b"%PDF-"), r.text  # delivered: stays charged
+            r = httpx.get(killed.url(f"/api/html-to-pdf/{key}"), params={"url": page.url("/gone")}, timeout=60)
+            assert r.status_code == 502 and r.headers["x-cu-cost"] == "0", r.text  # failed: refunded at once
+            slow = Render(killed, key, page.url("/slow"))
+            assert wait_for(lambda: page.hits("/slow.png") > 0, 60), killed.output()  # charged, rendering
+            assert _used(home, key_id) == 2 * COST
+            killed.find_browser()
+            killed.kill9()
+        finally:
+            hold.set()
+            with contextlib.suppress(Exception):
+                killed.kill9()
+        slow.thread.join(30)
+        assert isinstance(slow.answer, httpx.HTTPError), slow.answer  # the client got no PDF
+        assert _used(home, key_id) == 2 * COST  # the kill kept the charge
+
+        second = Serve(home, page.port, prewarm=False)
+        try:
+            assert wait_for(lambda: _used(home, key_id) == COST, 30), (_used(home, key_id), second.output())
+            assert wait_for(lambda: not _of(killed.proc.pid, _journals(home)), 10), _journals(home)
+            time.sleep(0.5)
+            assert _used(home, key_id) == COST  # the failed one not refunded a second time
+            day = httpx.get(second.url(f"/api/usage/{key}"), params={"days": 1}, timeout=10).json()["days"][-1]
+        finally:
+            second.kill9()  # its own journal (no charges) is left for the next start
+        out = second.output()
+        assert day["date"] == _today() and day["apis"]["pdf"] == {"cu": COST, "requests": 1}, day
+        assert _refund_lines(out, key_id, _today()) == 1, out
+        assert _of(second.proc.pid, _journals(home)), "the second server kept no journal"
+
+        third = Serve(home, page.port, prewarm=False)  # sweeps the second's journal: nothing to refund in it
+        try:
+            assert wait_for(lambda: not _of(second.proc.pid, _journals(home)), 30), _journals(home)
+            time.sleep(0.5)
+            assert _used(home, key_id) == COST, third.output()  # not refunded twice, the delivered PDF not at all
+            assert _refund_lines(third.output(), key_id, _today()) == 0, third.output()
+        finally:
+            third.kill9()
+
+
+# --- 2. a live server's journal is never swept -------------------------------------------------------------------
+
+
+def test_a_starting_server_refunds_a_killed_servers_charge_and_never_a_live_ones(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    key_id, key = _new_key(home)
+    with LocalServer() as page:
+        hold_live = _slow_page(page, "live")
+        hold_killed = _slow_page(page, "killed")
+        live = Serve(home, page.port)
+        servers = [live]
+        try:
+            live_render = Render(live, key, page.url("/live"))
+            assert wait_for(lambda: page.hits("/live.png") > 0, 60), live.output()
+            killed = Serve(home, page.port)
+            servers.append(killed)
+            Render(killed, key, page.url("/killed"))
+            assert wait_for(lambda: page.hits("/killed.png") > 0, 60), killed.output()
+            assert _used(home, key_id) == 2 * COST
+            killed.find_browser()
+            killed.kill9()
+            hold_killed.set()
+
+            starting = Serve(home, page.port, prewarm=False)
+            servers.append(starting)
+            # The killed server's charge is refunded, the live one's not.
+            assert wait_for(lambda: _used(home, key_id) == COST, 30), (_used(home, key_id), starting.output())
+            assert wait_for(lambda: not _of(killed.proc.pid, _journals(home)), 10), _journals(home)
+            time.sleep(0.5)
+            assert _used(home, key_id) == COST, starting.output()
+            journals = _journals(home)
+            (live_journal,) = _of(live.proc.pid, journals)
+            assert live_journal in journals and len(_open_charges(journals[live_journal])) == 1, journals
+            assert _refund_lines(starting.output(), key_id, _today()) == 1, starting.output()
+
+            hold_live.set()  # the live server's render completes: its PDF is delivered and stays charged
+            live_render.thread.join(60)
+            answer = live_render.answer
+            assert isinstance(answer, httpx.Response) and answer.status_code == 200, answer
+            assert answer.content.startswith(b"%PDF-")
+            assert wait_for(lambda: _open_charges(_journals(home)[live_journal]) == [], 10), _journals(home)
+            assert _used(home, key_id) == COST
+        finally:
+            hold_live.set()
+            hold_killed.set()
+            for server in servers:
+                with contextlib.suppress(Exception):
+                    server.kill9()
+
+
+# --- 3. metering unreachable at the start: kept for the next; the charge's own day; several workers at once -------
+
+CHILD = """
+import asyncio, sys, time, types
+from pathlib import Path
+from accounts import build_access
+import accounts.access as metered
+from api.pdf.journal import ChargeJournal
+from warehouse.config import Settings
+
+
+async def main() -> None:
+    settings = Settings(home=Path(sys.argv[1]))
+    access = build_access(settings)
+    journal = ChargeJournal(settings.pdf_charges_dir)
+    caller = await access.check(sys.argv[2], "pdf")
+    delivered = await access.reserve(caller, 20000)
+    journal.settled(journal.charged(delivered), "delivered")
+    journal.charged(await access.reserve(caller, 20000))  # in flight at the kill
+    real = time.time
+    metered.time = types.SimpleNamespace(time=lambda: real() - 86400, monotonic=time.monotonic)  # yesterday's
+    journal.charged(await access.reserve(caller, 20000))
+    print("charged", flush=True)
+    time.sleep(600)
+
+
+asyncio.run(main())
+"""
+
+
+def test_metering_unreachable_at_the_start_keeps_the_journal_then_one_of_two_workers_refunds_each_charge_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+) -> None:
+    import asyncio
+
+    import accounts.sqlite
+    from accounts import build_access
+    from api.pdf.journal import adopt_orphans, recover
+
+    home = tmp_path / "home"
+    home.mkdir()
+    key_id, key = _new_key(home)
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(home), key], cwd=PROJECT, env=_env(home),
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "charged"
+    finally:
+        child.kill()  # SIGKILL
+        child.wait(10)
+    assert (_used(home, key_id), _used(home, key_id, _yesterday())) == (2 * COST, COST)
+    (left,) = _of(child.pid, _journals(home))
+
+    # Metering unreachable: another process holds platform.sqlite's write lock past the store's busy timeout.
+    monkeypatch.setattr(accounts.sqlite, "BUSY_TIMEOUT", 0.3)
+    settings = Settings(home=home)
+    access = build_access(settings)
+    blocker = sqlite3.connect(settings.platform_db, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        with caplog.at_level("WARNING", logger="cryptowire.pdf"):
+            asyncio.run(recover(access.give_back, adopt_orphans(settings.pdf_charges_dir)))
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+        asyncio.run(access.close())
+    assert f"{left} of a killed server is kept for the next start" in caplog.text, caplog.text
+    assert len(_open_charges(_journals(home)[left])) == 2  # still both open
+    assert (_used(home, key_id), _used(home, key_id, _yesterday())) == (2 * COST, COST)
+
+    # The next start, two workers at once on this data home: each charge refunded once, to its own day.
+    with LocalServer() as page:
+        server = Serve(home, page.port, "--workers", "2", prewarm=False)
+        try:
+            assert wait_for(lambda: left not in _journals(home), 30), server.output()
+            time.sleep(1)
+            out = server.output()
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(server.proc.pid, signal.SIGKILL)
+            server.proc.wait(10)
+    assert (_used(home, key_id), _used(home, key_id, _yesterday())) == (COST, 0), out
+    assert _refund_lines(out, key_id, _today()) == 1 and _refund_lines(out, key_id, _yesterday()) == 1, out
+
+
+# --- 4. a long-lived server's journal stays small ---------------------------------------------------------------
+
+
+def test_a_full_journal_hands_over_to_a_new_one_and_goes_once_its_charges_settle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from api.access import Caller, Charge
+    from api.pdf import journal as journal_mod
+
+    monkeypatch.setattr(journal_mod, "ROTATE_BYTES", 400)
+    root = tmp_path / "run" / "pdf-charges"
+    journal = journal_mod.ChargeJournal(root)
+    caller = Caller(key_id="key_x", plan="pro", api="pdf")
+    entries = [journal.charged(Charge(caller=caller, cost=COST, info={"day": _today()})) for _ in range(12)]
+    assert all(entries)
+    kept = entries[0]  # still rendering: its journal must stay
+    for entry in entries[1:]:
+        assert journal.settled(entry, "delivered")
+    files = sorted(p.name for p in root.glob("*.jsonl"))
+    assert kept is not None and kept.file.path.name in files and journal.path.name in files and len(files) == 2, files
+    assert _open_charges(_journals_in(root)[kept.file.path.name]) != []
+    assert journal.settled(kept, "refunded")
+    assert sorted(p.name for p in root.glob("*.jsonl")) == [journal.path.name]  # the full one went with it
+    journal.close()
+    assert list(root.glob("*.jsonl")) == []
+
+
+def _journals_in(root: Path) -> dict[str, list[dict[str, Any]]]:
+    return {p.name: [json.loads(line) for line in p.read_text().splitlines()] for p in root.glob("*.jsonl")}
