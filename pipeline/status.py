@@ -318,9 +318,9 @@ def _lag(behind: dict[str, int] | None) -> str | None:
     changed = ", ".join(f"{t} {n}" for t, n in behind.items() if t != "raw_articles")
     if changed:
         said.append(f"rows written after its publication ({changed})")
-    todo = ("run `cryptowire materialize` to enrich and publish them" if behind.get("raw_articles") else
-            "run `cryptowire materialize` (or the serving_snapshot asset alone: `cryptowire materialize --select "
-            "serving_snapshot`) to publish them")
+    # The whole job, not the snapshot alone: stories (and what each news row says of its story) follow the articles.
+    todo = "run `cryptowire materialize` to " + ("enrich and publish them" if behind.get("raw_articles") else
+                                                  "publish them")
     return (f"the warehouse holds what this snapshot does not serve: {'; '.join(said)}; API clients read older "
             f"news than the warehouse shows: {todo}")
 

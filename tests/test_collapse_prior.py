@@ -152,3 +152,72 @@ def test_a_story_out_of_step_with_its_articles_dates_still_gets_every_earlier_ar
         assert a["id"] in listed and b["id"] not in listed and c["id"] not in listed
     finally:
         scon.close()
+
+
+def _priors(path: Path) -> list[tuple]:
+    scon, _ = open_reader(path)
+    try:
+        return scon.execute("SELECT id, story_prev_at, list_sort(story_prior_tickers), list_sort(story_prior_sources) "
+                            "FROM news ORDER BY id").fetchall()
+    finally:
+        scon.close()
+
+
+def test_a_partial_publish_writes_what_a_full_one_writes(tmp_path: Path) -> None:
+    """A publish rebuilds only the periods that changed; the later articles of a story whose earlier one changed
+    (a late report joining it, a re-tag published before the stories step ran) lie in other periods, whose parts
+    must be rebuilt too."""
+    from warehouse import stories as ws
+
+    articles = make_articles(60, 0, seed=3, start=NOW)
+    for k, a in enumerate(articles):  # 7 hours apart over 17 days: hour, day and month parts
+        a.update(published_at=NOW - timedelta(hours=7 * k + 1), tickers=["BTC"], source_name="CoinDesk")
+    b, c, d = articles[30], articles[12], articles[2]  # one story, days apart
+    con = connect(tmp_path / "warehouse.duckdb")
+    try:
+        write(con, Data(articles, []))
+        ws.save_assignments(con, [(a["id"], f"st_{a['id']}", a["published_at"]) for a in articles
+                                  if a not in (c, d)], NOW)
+        ws.save_assignments(con, [(m["id"], f"st_{b['id']}", m["published_at"]) for m in (c, d)], NOW)
+        publish_set(con, tmp_path / "sets", now=NOW)
+
+        late = make_articles(1, 0, seed=99)[0]  # reported a day before b, found later: the story's first now
+        late.update(published_at=b["published_at"] - timedelta(days=1), tickers=["SOL"], source_name="Decrypt")
+        write(con, Data([late], []))
+        con.execute("UPDATE articles SET fetched_at = ? WHERE id = ?", [NOW + timedelta(minutes=5), late["id"]])
+        ws.save_assignments(con, [(late["id"], f"st_{b['id']}", late["published_at"])], NOW + timedelta(minutes=5))
+        at = NOW + timedelta(minutes=10)
+        assert _priors(publish_set(con, tmp_path / "sets", now=at)) == _priors(publish_set(con, tmp_path / "f1", now=at))
+
+        # c re-tagged (the articles step), published before the stories step brings the story in step
+        con.execute("UPDATE articles SET tickers = ['XRP'], tagged_at = ? WHERE id = ?", [at + timedelta(minutes=1), c["id"]])
+        at += timedelta(minutes=5)
+        partial, full = _priors(publish_set(con, tmp_path / "sets", now=at)), _priors(publish_set(con, tmp_path / "f2", now=at))
+        assert partial == full
+        assert next(r for r in full if r[0] == d["id"])[2] == ["BTC", "SOL", "XRP"]
+    finally:
+        con.close()
+
+
+def test_parts_written_before_the_columns_are_built_anew(tmp_path: Path) -> None:
+    """A set published by the code before (no "contents" in its manifest) has parts without the columns: the next
+    publish rebuilds every part, so the row condition is never asked of a set that lacks it. The format stays 3:
+    an API of that code reads the new sets."""
+    import json
+
+    from warehouse.parts import read_manifest, set_parts
+
+    con = connect(tmp_path / "warehouse.duckdb")
+    try:
+        write(con, Data(make_articles(200, 0, seed=4, start=NOW), []))
+        first = publish_set(con, tmp_path / "sets", now=NOW)
+        manifest = read_manifest(first)
+        assert manifest["format"] == 3 and manifest["contents"] == 4
+        kept = publish_set(con, tmp_path / "sets", now=NOW)
+        assert len(set(set_parts(first)) & set(set_parts(kept))) > 5  # unchanged periods are reused
+        del manifest["contents"]
+        kept.write_text(json.dumps(manifest))  # as the code before wrote it
+        again = publish_set(con, tmp_path / "sets", now=NOW)
+        assert not set(set_parts(again)) & set(set_parts(kept))
+    finally:
+        con.close()

@@ -216,7 +216,8 @@ def test_status_says_when_the_served_snapshot_is_behind_the_warehouse(
     assert report["serving"].get("behind") == {"articles": 2}, report["serving"]
     (_, behind) = _serving_lines(text)
     assert "rows written after its publication (articles 2)" in behind, text
-    assert "`cryptowire materialize --select serving_snapshot`" in behind, text
+    # the whole job, not the snapshot alone: the stories step brings what each news row says of its story in step
+    assert "run `cryptowire materialize` to publish them" in behind and "--select" not in behind, text
 
     # While a run holds the warehouse, status neither waits for it nor guesses: the snapshot is still named.
     holder = connect(settings.warehouse_path)

@@ -71,18 +71,28 @@ FROM ({members}) m JOIN {articles} a ON a.id = m.article_id
 """
 PRIOR_SQL = """
 CREATE OR REPLACE TEMP TABLE _cw_prior AS
-WITH w AS (
-    SELECT id,
-           lag(published_at) OVER (PARTITION BY story_id ORDER BY published_at, id) AS prev_at,
-           list(tickers) OVER earlier AS tickers, list(topics) OVER earlier AS topics,
-           list(source) OVER earlier AS sources, list(sentiment) OVER earlier AS sentiments
+WITH ordered AS (
+    SELECT story_id, id, published_at,
+           lag(published_at) OVER (PARTITION BY story_id ORDER BY published_at, id) AS prev_at
     FROM _cw_members
-    WINDOW earlier AS (PARTITION BY story_id ORDER BY published_at, id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+), vals AS (
+    SELECT story_id, 't' AS kind, unnest(tickers) AS v, published_at, id FROM _cw_members
+    UNION ALL SELECT story_id, 'p', unnest(topics), published_at, id FROM _cw_members
+    UNION ALL SELECT story_id, 's', source, published_at, id FROM _cw_members WHERE source IS NOT NULL
+    UNION ALL SELECT story_id, 'e', sentiment, published_at, id FROM _cw_members WHERE sentiment IS NOT NULL
+), firsts AS (  -- each value's first article in its story: linear in the story's size, not quadratic
+    SELECT story_id, kind, v, published_at AS at, id FROM (
+        SELECT *, row_number() OVER (PARTITION BY story_id, kind, v ORDER BY published_at, id) AS k FROM vals
+    ) WHERE k = 1
 )
-SELECT id AS article_id, prev_at AS prior_at, list_distinct(flatten(tickers)) AS prior_tickers,
-       list_distinct(flatten(topics)) AS prior_topics, list_distinct(sources) AS prior_sources,
-       list_distinct(sentiments) AS prior_sentiments
-FROM w WHERE prev_at IS NOT NULL
+SELECT o.id AS article_id, o.prev_at AS prior_at,
+       list(f.v) FILTER (WHERE f.kind = 't') AS prior_tickers, list(f.v) FILTER (WHERE f.kind = 'p') AS prior_topics,
+       list(f.v) FILTER (WHERE f.kind = 's') AS prior_sources,
+       list(f.v) FILTER (WHERE f.kind = 'e') AS prior_sentiments
+FROM ordered o
+LEFT JOIN firsts f ON f.story_id = o.story_id AND (f.at < o.published_at OR (f.at = o.published_at AND f.id < o.id))
+WHERE o.prev_at IS NOT NULL
+GROUP BY o.id, o.prev_at
 """
 
 NEWS_SQL = """

@@ -8,7 +8,7 @@
   publish never opens reused parts; and the part file's size and SHA-256, so that a part damaged on disk (cut
   short, or overwritten in place) is never reused or served (``damage``).
 - the head part also holds the set-wide tables: ``filter_values`` (the union of every part's values) and
-  ``snapshot_info`` (tag, creation time, ``format`` = 4, total articles and events).
+  ``snapshot_info`` (tag, creation time, ``format`` = 3, total articles and events).
 """
 
 from __future__ import annotations

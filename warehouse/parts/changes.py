@@ -68,19 +68,35 @@ def _iso(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat(sep=" ")
 
 
-def periods_of_changed_stories(con: duckdb.DuckDBPyConnection, cuts: Cuts, since: str) -> set[str]:
-    """Periods holding an article of a story updated after ``since``: the story summary in those news rows
-    changed. Members are found from the earliest changed story's first article on (zone maps skip the rest)."""
-    first = con.execute(
-        f"SELECT min(first_seen) FROM stories WHERE updated_at > TIMESTAMP '{since}'"
-    ).fetchall()[0][0]
-    if first is None:
-        return set()
-    rows = con.execute(
-        f"""SELECT DISTINCT {cuts.sql('published_at')} FROM story_articles
-            WHERE published_at >= ? AND story_id IN (SELECT id FROM stories WHERE updated_at > TIMESTAMP '{since}')""",
-        [first],
-    ).fetchall()
+def periods_of_changed_stories(con: duckdb.DuckDBPyConnection, cuts: Cuts, since: str,
+                               news_since: str | None = None) -> set[str]:
+    """Periods holding an article of a story updated after ``since`` (the story summary in those news rows
+    changed), or of a story one of whose articles was written after ``news_since``: each news row carries what the
+    earlier articles of its story hold (``warehouse.publish.PRIOR_SQL``), and a publish may run before the stories
+    step brings the story in step (``--select serving_snapshot``). Members are found from the earliest such story's
+    first article on, and the changed articles' stories from two days before the earliest of them (zone maps skip
+    the rest)."""
+    changed = f"SELECT id FROM stories WHERE updated_at > TIMESTAMP '{since}'"
+    if news_since is not None:
+        articles = f"SELECT id, published_at FROM articles WHERE {_changed_where('news', news_since)}"
+        changed += f"""
+            UNION SELECT story_id FROM story_articles
+            WHERE published_at >= (SELECT min(published_at) FROM ({articles})) - INTERVAL 2 DAY
+              AND article_id IN (SELECT id FROM ({articles}))"""
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _cw_changed_stories AS {changed}")
+    try:
+        first = con.execute(
+            "SELECT min(first_seen) FROM stories WHERE id IN (SELECT id FROM _cw_changed_stories)"
+        ).fetchall()[0][0]
+        if first is None:
+            return set()
+        rows = con.execute(
+            f"""SELECT DISTINCT {cuts.sql('published_at')} FROM story_articles
+                WHERE published_at >= ? AND story_id IN (SELECT id FROM _cw_changed_stories)""",
+            [first],
+        ).fetchall()
+    finally:
+        con.execute("DROP TABLE IF EXISTS _cw_changed_stories")
     return {r[0] for r in rows}
 
 

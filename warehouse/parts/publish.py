@@ -42,7 +42,7 @@ from warehouse.parts.changes import (
 )
 from warehouse.parts.contents import stage, unstage
 from warehouse.parts.periods import HEAD, Cuts, period_range, serving_order
-from warehouse.parts.read import SET_FORMAT, is_set, read_manifest
+from warehouse.parts.read import PART_CONTENTS, SET_FORMAT, is_set, read_manifest
 from warehouse.publish import fsync_path, point_to, prune_snapshots, remove_part
 from warehouse.published import POINTER, SET_PREFIX, SET_SUFFIX, current_snapshot
 
@@ -80,7 +80,8 @@ def _previous(snapshots_dir: Path) -> Previous | None:
         if current is None or not is_set(current):
             return None
         manifest = read_manifest(current)
-        if manifest["format"] != SET_FORMAT:  # parts of an older format are not reused: every part is built anew
+        # Parts of an older format or contents are not reused: every part is built anew.
+        if manifest["format"] != SET_FORMAT or manifest.get("contents") != PART_CONTENTS:
             return None
         parts, damaged = {}, set()
         for entry in manifest["parts"]:
@@ -163,7 +164,7 @@ def _publish(con: duckdb.DuckDBPyConnection, snapshots_dir: Path, now: datetime,
         todo = set(period_aggregates(con, cuts))
     else:
         todo, marks = changed_periods(con, cuts, prev.marks)
-        todo |= periods_of_changed_stories(con, cuts, prev.marks["stories"])
+        todo |= periods_of_changed_stories(con, cuts, prev.marks["stories"], prev.marks["news"])
         if cuts.hour != prev.cuts.hour:  # the previous head's rows now fall in closed periods
             todo |= periods_from(con, cuts, prev.cuts.hour)
         for period in prev.damaged:  # its rows, wherever they fall now
@@ -219,7 +220,7 @@ def _publish(con: duckdb.DuckDBPyConnection, snapshots_dir: Path, now: datetime,
     parts.insert(0, head)
     manifest_path = snapshots_dir / f"{SET_PREFIX}{new_stamp()}{SET_SUFFIX}"
     write_json(manifest_path, {
-        "format": SET_FORMAT, "tag": tag, "created_at": created_at.isoformat(), "now": now.isoformat(),
+        "format": SET_FORMAT, "contents": PART_CONTENTS, "tag": tag, "created_at": created_at.isoformat(), "now": now.isoformat(),
         "watermarks": marks, "articles": sum(p.counts["news"] for p in parts),
         "events": sum(p.counts["events"] for p in parts), "parts": [p.entry() for p in parts],
     })

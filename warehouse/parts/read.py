@@ -19,8 +19,11 @@ import duckdb
 
 from warehouse.published import SET_PREFIX, SET_SUFFIX
 
-SET_FORMAT = 4  # 3: events carry updated_at and withdrawn_at (2026-11-26); 4: news the story_prior_* columns
-READABLE_FORMATS = (2, 3, SET_FORMAT)  # an older set is served until the next publish replaces it
+SET_FORMAT = 3  # 3: events carry updated_at and withdrawn_at (2026-11-26)
+READABLE_FORMATS = (2, SET_FORMAT)  # a set of format 2 is served until the next publish replaces it
+# What the parts hold, within a format that readers of it can read (added columns only; readers ask for them):
+# 4: news carries the story_prior_* columns (2026-11-27). Parts of other contents are not reused.
+PART_CONTENTS = 4
 TABLES = ("news", "stories", "events", "sentiment")  # every part holds the four
 PAGED = ("news", "stories", "events")  # tables with pos, read page by page
 
