@@ -116,18 +116,19 @@ class NewsComponent:
         snap = self.snapshots.current
         if snap is None:
             return JSONResponse({"status": "not ready", "reason": self.snapshots.error}, status_code=503)
-        # A file of the set deleted or cut short: the requests that read it fail (a restart could not open it).
+        # A file of the set cut short or overwritten: the requests that read it fail. One deleted (or made
+        # unreadable) is still read through the open file: ready, with a warning (every replica reads the same
+        # files, and a load balancer would drop them all for a set they still serve).
         damage = snap.damage()
-        if damage is not None:
-            return JSONResponse({"status": "not ready", "reason": damage}, status_code=503)
+        if damage is not None and not damage[1]:
+            return JSONResponse({"status": "not ready", "reason": damage[0]}, status_code=503)
         # Metering down (Redis, Postgres) means every metered request gets 503: not ready, so a load balancer
         # sends the traffic to another instance.
         problem = await self.state.access.problem()
         if problem is not None:
             return JSONResponse({"status": "not ready", "reason": problem}, status_code=503)
-        return JSONResponse(
-            {"status": "ready", "snapshot": snap.name, "articles": snap.articles, "events": snap.events}
-        )
+        ready = {"status": "ready", "snapshot": snap.name, "articles": snap.articles, "events": snap.events}
+        return JSONResponse(ready if damage is None else {**ready, "warning": damage[0]})
 
     # ------------------------------------------------------------------------------------------- requests
 
@@ -165,7 +166,7 @@ class NewsComponent:
                 if snap is not None and _failed_here(outcome):
                     damage = snap.damage()  # a read error from a damaged part says what is wrong, not "logged"
                     if damage is not None:
-                        raise ApiError(503, "NOT_READY", damage, {"Retry-After": "5"})
+                        raise ApiError(503, "NOT_READY", damage[0], {"Retry-After": "5"})
             if outcome.bad_input or outcome.data is None:  # the caller's mistake, or ours (a 500): free
                 await access.refund(charge)
                 charge = replace(charge, cost=0)

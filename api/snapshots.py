@@ -75,12 +75,13 @@ class Snapshot:
         self._pool: list[duckdb.DuckDBPyConnection] = []
         self._lock = threading.Lock()
 
-    def damage(self) -> str | None:
-        """Why a file of this snapshot is no longer the one opened, else None: deleted, unreadable, another size,
-        or overwritten in place. Queries go on reading the open file, but the blocks DuckDB has not cached fail
-        once it is cut short or overwritten, and a restart could not open it. Stats only (about 3 µs a file).
-        A file replaced by one of the same size (a copy put back) is not damage: the open one is still read."""
+    def damage(self) -> tuple[str, bool] | None:
+        """Why a file of this snapshot is no longer the one opened, and whether queries can still read it; else
+        None. Deleted or unreadable: the open file is still read (a restart could not open it). Another size, or
+        overwritten in place: the blocks DuckDB has not cached fail. Stats only (about 3 us a file). A file
+        replaced by one of the same size (a copy put back) is not damage: the open one is still read."""
         for path, (dev, ino, size, mtime) in self.files.items():
+            serving = True
             try:
                 now = _identity(path.stat())
                 why = None if os.access(path, os.R_OK) else "cannot be read (permission denied)"
@@ -89,14 +90,18 @@ class Snapshot:
             except OSError as exc:
                 why = f"cannot be read ({exc.strerror})"
             else:
+                serving = False
                 if now[2] != size:
                     why = f"is damaged: {now[2]} bytes on disk, {size} when it was opened"
                 elif now[:2] == (dev, ino) and now[3] != mtime:
                     why = "was overwritten in place since it was opened"
+                else:
+                    serving = True
             if why is not None:
                 what = (f"the served snapshot {self.name}" if path.name == self.name
                         else f"part file {path.name} of the served set {self.name}")
-                return f"{what} {why}; {REPUBLISH}"
+                still = "; this server still reads the file it opened, but a restart could not" if serving else ""
+                return f"{what} {why}{still}; {REPUBLISH}", serving
         return None
 
     @contextmanager
