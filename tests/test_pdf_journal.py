@@ -21,82 +21,13 @@ from typing import Any
 import httpx
 import pytest
 
-from api.pdf import procmem
-from tests.support.apiserver import free_port
 from tests.support.httpserver import LocalServer, Reply, static
-from tests.support.procs import cmdline, running, wait_for
+from tests.support.pdfserver import ServeProcess, new_key, serve_env, used
+from tests.support.procs import wait_for
 from warehouse.config import Settings
 
 PROJECT = Path(__file__).resolve().parent.parent
 COST = 20_000
-
-
-def _env(home: Path, **extra: str) -> dict[str, str]:
-    env = {**os.environ, "CRYPTOWIRE_HOME": str(home), **extra}
-    for name in ("CRYPTOWIRE_REDIS_URL", "CRYPTOWIRE_DATABASE_URL", "CRYPTOWIRE_PLANS_FILE"):
-        env.pop(name, None)
-    return env
-
-
-class Serve:
-    """`cryptowire serve` on ``home`` in a session of its own; its output is kept in a file."""
-
-    def __init__(self, home: Path, page_port: int, *args: str, prewarm: bool = True) -> None:
-        self.port = free_port()
-        self.log = home / f"serve-{self.port}.log"
-        env = _env(home, CRYPTOWIRE_PDF_PREWARM=str(prewarm).lower(), CRYPTOWIRE_PDF_CONCURRENCY="1",
-                   CRYPTOWIRE_PDF_ALLOW_HOSTS=f'["127.0.0.1:{page_port}"]')
-        with self.log.open("w") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "pipeline.cli", "serve", "--host", "127.0.0.1", "--port", str(self.port),
-                 *args],
-                cwd=PROJECT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-            )
-        self.browser: list[int] = []
-        assert wait_for(lambda: self._answers() or self.proc.poll() is not None, 60), self.output()
-        assert self.proc.poll() is None, self.output()
-
-    def _answers(self) -> bool:
-        try:
-            return httpx.get(self.url("/healthz"), timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def find_browser(self) -> list[int]:
-        def launched() -> bool:
-            for pid in procmem.descendants(self.proc.pid):
-                if any(a.startswith("--cryptowire-pdf-pool=") for a in cmdline(pid)):
-                    self.browser = sorted({*self.browser, pid, *procmem.descendants(pid)})
-            return bool(self.browser)
-
-        assert wait_for(launched, 60), "no browser started"
-        return self.browser
-
-    def kill9(self) -> None:
-        """kill -9 of the server's process group (server, Playwright driver) and of Chromium (a group of its own)."""
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(10)
-        for pid in self.browser:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        assert wait_for(lambda: not any(running(pid) for pid in self.browser), 15), self.browser
-
-
-def _new_key(home: Path) -> tuple[str, str]:
-    from accounts import SqliteStore
-
-    store = SqliteStore(Settings(home=home).platform_db)
-    try:
-        return store.create_key("journal", "pro", ["pdf"])
-    finally:
-        store.close()
 
 
 def _today() -> str:
@@ -108,13 +39,7 @@ def _yesterday() -> str:
 
 
 def _used(home: Path, key_id: str, day: str | None = None) -> int:
-    from accounts import SqliteStore
-
-    store = SqliteStore(Settings(home=home).platform_db)
-    try:
-        return store.used(key_id, day or _today())
-    finally:
-        store.close()
+    return used(home, key_id, day or _today())
 
 
 def _journals(home: Path) -> dict[str, list[dict[str, Any]]]:
@@ -146,12 +71,12 @@ def _refund_lines(out: str, key_id: str, day: str) -> int:
 class Render:
     """A PDF request on its own thread; its answer (or transport error) once done."""
 
-    def __init__(self, server: Serve, key: str, url: str) -> None:
+    def __init__(self, server: ServeProcess, key: str, url: str) -> None:
         self.answer: Any = None
         self.thread = threading.Thread(target=self._call, args=(server, key, url), daemon=True)
         self.thread.start()
 
-    def _call(self, server: Serve, key: str, url: str) -> None:
+    def _call(self, server: ServeProcess, key: str, url: str) -> None:
         try:
             self.answer = httpx.get(server.url(f"/api/html-to-pdf/{key}"), params={"url": url, "timeoutMs": 60000},
                                     timeout=90)
@@ -175,11 +100,11 @@ def test_a_render_in_flight_at_a_kill_9_is_refunded_once_by_the_next_start_a_del
 ) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    key_id, key = _new_key(home)
+    key_id, key = new_key(home, "journal")
     with LocalServer() as page:
         page.routes["/fast"] = static("<h1>FAST</h1>")
         hold = _slow_page(page, "slow")
-        killed = Serve(home, page.port)
+        killed = ServeProcess(home, page.port)
         try:
             r = httpx.get(killed.url(f"/api/html-to-pdf/{key}"), params={"url": page.url("/fast")}, timeout=60)
             assert r.status_code == 200 and r.content.startswith(b"%PDF-"), r.text  # delivered: stays charged
@@ -198,7 +123,7 @@ def test_a_render_in_flight_at_a_kill_9_is_refunded_once_by_the_next_start_a_del
         assert isinstance(slow.answer, httpx.HTTPError), slow.answer  # the client got no PDF
         assert _used(home, key_id) == 2 * COST  # the kill kept the charge
 
-        second = Serve(home, page.port, prewarm=False)
+        second = ServeProcess(home, page.port, prewarm=False)
         try:
             assert wait_for(lambda: _used(home, key_id) == COST, 30), (_used(home, key_id), second.output())
             assert wait_for(lambda: not _of(killed.proc.pid, _journals(home)), 10), _journals(home)
@@ -212,7 +137,7 @@ def test_a_render_in_flight_at_a_kill_9_is_refunded_once_by_the_next_start_a_del
         assert _refund_lines(out, key_id, _today()) == 1, out
         assert _of(second.proc.pid, _journals(home)), "the second server kept no journal"
 
-        third = Serve(home, page.port, prewarm=False)  # sweeps the second's journal: nothing to refund in it
+        third = ServeProcess(home, page.port, prewarm=False)  # sweeps the second's journal: nothing to refund in it
         try:
             assert wait_for(lambda: not _of(second.proc.pid, _journals(home)), 30), _journals(home)
             time.sleep(0.5)
@@ -228,16 +153,16 @@ def test_a_render_in_flight_at_a_kill_9_is_refunded_once_by_the_next_start_a_del
 def test_a_starting_server_refunds_a_killed_servers_charge_and_never_a_live_ones(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    key_id, key = _new_key(home)
+    key_id, key = new_key(home, "journal")
     with LocalServer() as page:
         hold_live = _slow_page(page, "live")
         hold_killed = _slow_page(page, "killed")
-        live = Serve(home, page.port)
+        live = ServeProcess(home, page.port)
         servers = [live]
         try:
             live_render = Render(live, key, page.url("/live"))
             assert wait_for(lambda: page.hits("/live.png") > 0, 60), live.output()
-            killed = Serve(home, page.port)
+            killed = ServeProcess(home, page.port)
             servers.append(killed)
             Render(killed, key, page.url("/killed"))
             assert wait_for(lambda: page.hits("/killed.png") > 0, 60), killed.output()
@@ -246,7 +171,7 @@ def test_a_starting_server_refunds_a_killed_servers_charge_and_never_a_live_ones
             killed.kill9()
             hold_killed.set()
 
-            starting = Serve(home, page.port, prewarm=False)
+            starting = ServeProcess(home, page.port, prewarm=False)
             servers.append(starting)
             # The killed server's charge is refunded, the live one's not.
             assert wait_for(lambda: _used(home, key_id) == COST, 30), (_used(home, key_id), starting.output())
@@ -314,8 +239,8 @@ def test_metering_unreachable_at_the_start_keeps_the_journal_then_one_of_two_wor
 
     home = tmp_path / "home"
     home.mkdir()
-    key_id, key = _new_key(home)
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(home), key], cwd=PROJECT, env=_env(home),
+    key_id, key = new_key(home, "journal")
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(home), key], cwd=PROJECT, env=serve_env(home),
                              stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "charged"
@@ -344,7 +269,7 @@ def test_metering_unreachable_at_the_start_keeps_the_journal_then_one_of_two_wor
 
     # The next start, two workers at once on this data home: each charge refunded once, to its own day.
     with LocalServer() as page:
-        server = Serve(home, page.port, "--workers", "2", prewarm=False)
+        server = ServeProcess(home, page.port, "--workers", "2", prewarm=False)
         try:
             assert wait_for(lambda: left not in _journals(home), 30), server.output()
             time.sleep(1)

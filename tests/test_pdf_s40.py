@@ -5,12 +5,9 @@ render stays in flight until the test lets it go)."""
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -20,85 +17,11 @@ from typing import Any
 import httpx
 import pytest
 
-from api.pdf import procmem
-from tests.support.apiserver import free_port
 from tests.support.httpserver import LocalServer, Reply, static
-from tests.support.procs import cmdline, running, wait_for
-from warehouse.config import Settings
+from tests.support.pdfserver import ServeProcess, new_key, used
+from tests.support.procs import running, wait_for
 
-PROJECT = Path(__file__).resolve().parent.parent
 FULL = Path("/usr/bin/chromium")
-
-
-class Serve:
-    """`cryptowire serve` on ``home`` in a session of its own; its output is kept in a file."""
-
-    def __init__(self, home: Path, page_port: int, **env: str) -> None:
-        self.port = free_port()
-        self.log = home / f"serve-{self.port}.log"
-        full_env = {**os.environ, "CRYPTOWIRE_HOME": str(home), "CRYPTOWIRE_PDF_PREWARM": "true",
-                    "CRYPTOWIRE_PDF_ALLOW_HOSTS": f'["127.0.0.1:{page_port}"]', "CRYPTOWIRE_PDF_CONCURRENCY": "1",
-                    **env}
-        for name in ("CRYPTOWIRE_REDIS_URL", "CRYPTOWIRE_DATABASE_URL", "CRYPTOWIRE_PLANS_FILE"):
-            full_env.pop(name, None)
-        with self.log.open("w") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "pipeline.cli", "serve", "--host", "127.0.0.1", "--port", str(self.port)],
-                cwd=PROJECT, env=full_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-            )
-        self.browser: list[int] = []  # Chromium's processes (in a process group of their own)
-        assert wait_for(lambda: self._answers() or self.proc.poll() is not None, 60), self.output()
-        assert self.proc.poll() is None, self.output()
-
-    def _answers(self) -> bool:
-        try:
-            return httpx.get(self.url("/healthz"), timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def find_browser(self) -> list[int]:
-        def launched() -> bool:
-            for pid in procmem.descendants(self.proc.pid):
-                if any(a.startswith("--cryptowire-pdf-pool=") for a in cmdline(pid)):
-                    self.browser = sorted({*self.browser, pid, *procmem.descendants(pid)})
-            return bool(self.browser)
-
-        assert wait_for(launched, 60), "no browser started"
-        return self.browser
-
-    def stop(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(10)
-        for pid in self.browser:  # whatever outlived its server
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-
-
-def _new_key(home: Path) -> tuple[str, str]:
-    from accounts import SqliteStore
-
-    store = SqliteStore(Settings(home=home).platform_db)
-    try:
-        return store.create_key("s40", "pro", ["pdf"])
-    finally:
-        store.close()
-
-
-def _used_today(home: Path, key_id: str) -> int:
-    from accounts import SqliteStore
-
-    store = SqliteStore(Settings(home=home).platform_db)
-    try:
-        return store.used(key_id, dt.datetime.now(dt.UTC).date().isoformat())
-    finally:
-        store.close()
 
 
 # --- 1. a forced stop by SIGTERM then SIGINT refunds the render in flight -------------------------------------
@@ -111,12 +34,12 @@ def test_a_forced_stop_during_a_render_refunds_it_whatever_the_signals(
 ) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    key_id, key = _new_key(home)
+    key_id, key = new_key(home)
     hold = threading.Event()
     with LocalServer() as page:
         page.routes["/slow"] = static("<h1>SLOW</h1><img src='/never.png'>")
         page.routes["/never.png"] = lambda req: (hold.wait(60), Reply(404))[1]
-        server = Serve(home, page.port)
+        server = ServeProcess(home, page.port)
         try:
             answers: list[Any] = []
 
@@ -130,7 +53,7 @@ def test_a_forced_stop_during_a_render_refunds_it_whatever_the_signals(
             client = threading.Thread(target=call)
             client.start()
             assert wait_for(lambda: page.hits("/never.png") > 0, 60), server.output()  # charged, rendering
-            assert _used_today(home, key_id) == 20_000
+            assert used(home, key_id) == 20_000
             first, second = signals
             server.proc.send_signal(first)  # graceful: the server waits for the render...
             time.sleep(0.5)
@@ -142,9 +65,9 @@ def test_a_forced_stop_during_a_render_refunds_it_whatever_the_signals(
             hold.set()
             server.stop()
         out = server.output()
-        assert _used_today(home, key_id) == 0, out
+        assert used(home, key_id) == 0, out
         # The usage endpoint of the next server on the same data home says the same.
-        restarted = Serve(home, page.port, CRYPTOWIRE_PDF_PREWARM="false")
+        restarted = ServeProcess(home, page.port, CRYPTOWIRE_PDF_PREWARM="false")
         try:
             day = httpx.get(restarted.url(f"/api/usage/{key}"), params={"days": 1}, timeout=10).json()["days"][-1]
         finally:
@@ -167,18 +90,18 @@ def test_full_chromiums_temp_files_of_a_killed_server_are_removed_by_the_next_st
     next server on the data home removes that server's, and nothing of a live server or of another program."""
     home = tmp_path / "home"
     home.mkdir()
-    _key_id, key = _new_key(home)
+    _key_id, key = new_key(home)
     # The servers' TMPDIR, in place of /tmp (short, as /tmp is: the socket path must stay under 107 bytes).
     systmp = Path(tempfile.mkdtemp(prefix="s40-", dir="/tmp"))
     others = [systmp / "org.chromium.Chromium.other", systmp / "cw-1-another"]  # another program's
     for d in others:
         d.mkdir()
-    servers: list[Serve] = []
+    servers: list[ServeProcess] = []
 
-    def start_and_render(**env: str) -> tuple[Serve, set[str]]:
+    def start_and_render(**env: str) -> tuple[ServeProcess, set[str]]:
         """A server that rendered a page; what appeared in the temp directory since it started."""
         before = {p.name for p in systmp.iterdir()}
-        server = Serve(home, page.port, **env)
+        server = ServeProcess(home, page.port, **env)
         servers.append(server)
         r = httpx.get(server.url(f"/api/html-to-pdf/{key}"), params={"url": page.url("/p")}, timeout=60)
         assert r.status_code == 200 and r.content.startswith(b"%PDF-"), r.text

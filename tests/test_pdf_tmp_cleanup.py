@@ -5,23 +5,17 @@ Chromium."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
 import pytest
 
-from api.pdf import procmem
-from tests.support.apiserver import free_port
 from tests.support.httpserver import LocalServer, static
+from tests.support.pdfserver import ServeProcess
 from tests.support.procs import cmdline, running, wait_for
 from warehouse.config import Settings
-
-PROJECT = Path(__file__).resolve().parent.parent
 
 
 def test_a_killed_servers_browser_files_are_removed_by_the_next_start_and_a_live_ones_kept(tmp_path: Path) -> None:
@@ -67,49 +61,19 @@ def test_a_killed_servers_browser_files_are_removed_by_the_next_start_and_a_live
                 server.stop()
 
 
-class Server:
-    """`cryptowire serve` on ``home`` in a session of its own, its browser launched at start."""
+class Server(ServeProcess):
+    """`cryptowire serve` on ``home`` with ``tmp`` as its TMPDIR, its browser launched at start."""
 
     def __init__(self, home: Path, tmp: Path, page_port: int) -> None:
-        self.port = free_port()
-        env = {**os.environ, "CRYPTOWIRE_HOME": str(home), "CRYPTOWIRE_PDF_PREWARM": "true", "TMPDIR": str(tmp),
-               "CRYPTOWIRE_PDF_ALLOW_HOSTS": f'["127.0.0.1:{page_port}"]', "CRYPTOWIRE_PDF_CONCURRENCY": "1"}
-        for name in ("CRYPTOWIRE_REDIS_URL", "CRYPTOWIRE_DATABASE_URL", "CRYPTOWIRE_PLANS_FILE"):
-            env.pop(name, None)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pipeline.cli", "serve", "--host", "127.0.0.1", "--port", str(self.port)],
-            cwd=PROJECT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-        )
-        self.browser: list[int] = []  # Chromium's processes (not in the server's process group)
-
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
+        super().__init__(home, page_port, TMPDIR=str(tmp))
 
     def profile(self) -> Path:
         """The running browser's profile directory (waits for the browser)."""
-        found: list[Path] = []
-
-        def launched() -> bool:
-            assert self.proc.poll() is None, "the server exited"
-            for pid in procmem.descendants(self.proc.pid):
-                args = cmdline(pid)
-                if any(a.startswith("--cryptowire-pdf-pool=") for a in args):
-                    self.browser = sorted({*self.browser, *procmem.descendants(pid)})
-                    found.extend(Path(a.split("=", 1)[1]) for a in args if a.startswith("--user-data-dir="))
-            return bool(found)
-
-        assert wait_for(launched, 60), "no browser started"
-        return found[0]
-
-    def stop(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(10)
-        for pid in self.browser:  # whatever outlived its server
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-
-
+        for pid in self.find_browser():
+            for arg in cmdline(pid):
+                if arg.startswith("--user-data-dir="):
+                    return Path(arg.split("=", 1)[1])
+        raise AssertionError(f"no --user-data-dir among the browser's arguments: {self.browser}")
 
 
 @pytest.mark.parametrize("binary", ["/usr/bin/chromium-headless-shell", "/usr/bin/chromium"])
