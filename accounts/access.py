@@ -7,6 +7,7 @@ The API's routes and the CLI's usage report both use it; it knows nothing of HTT
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import sqlite3
@@ -17,8 +18,16 @@ from typing import Any
 from accounts.apis import APIS, USAGE_API, Caller, Charge
 from accounts.errors import ApiError
 from accounts.keys import KeyRecord, hash_key, same_hash, well_formed
-from accounts.limits import HISTORY_MAX_DAYS, Counters, MeteringUnavailable, RateLimiter, RateState
+from accounts.limits import (
+    HISTORY_MAX_DAYS,
+    Counters,
+    MeteringUnavailable,
+    RateLimiter,
+    RateState,
+    StoreCounters,
+)
 from accounts.plans import Plan
+from accounts.sqlite import SqliteStore
 from accounts.store import Store, StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -287,14 +296,28 @@ class MeteredAccess:
             self._refunds[task] = charge
             task.add_done_callback(lambda done: self._refunds.pop(done, None))
 
-    async def give_back(self, charge: Charge) -> None:
+    async def give_back(self, charge: Charge, within: float | None = None) -> None:
         """Refund ``charge`` now; raises MeteringUnavailable when the counters cannot be reached (``refund`` retries
-        instead). For callers that keep their own record of what is still owed (the PDF charge journal)."""
+        instead). For callers that keep their own record of what is still owed (the PDF charge journal).
+
+        ``within``: on the SQLite counters, the longest the refund waits for another process's write lock before
+        raising MeteringUnavailable (instead of the store's 10 s). They run on the event loop, where no asyncio
+        timeout can cut a call short: a caller with a deadline (a forced stop) passes it here, and bounds the
+        other counters' awaits itself."""
         caller = charge.caller
-        used = await self._counters.refund(caller.key_id, str(charge.info["day"]), caller.api, charge.cost)
+        with self._lock_wait(within):
+            used = await self._counters.refund(caller.key_id, str(charge.info["day"]), caller.api, charge.cost)
         charge.info["used"] = used
         if caller.info.get("day") == charge.info["day"]:
             caller.info["used"] = used
+
+    def _lock_wait(self, seconds: float | None) -> contextlib.AbstractContextManager[None]:
+        """SQLite's wait for the write lock shortened to ``seconds`` meanwhile (on the server every call to the store
+        runs on this event loop: none other meanwhile)."""
+        counters = self._counters
+        if seconds is None or not isinstance(counters, StoreCounters) or not isinstance(counters.store, SqliteStore):
+            return contextlib.nullcontext()
+        return counters.store.lock_wait(seconds)
 
     async def _refund_later(self, charge: Charge) -> None:
         """Retry one refund until the counters take it. The only place it is retried: a second attempt beside an

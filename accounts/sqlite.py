@@ -162,6 +162,18 @@ class SqliteStore:
             return self._current_version()
 
     @contextmanager
+    def lock_wait(self, seconds: float) -> Iterator[None]:
+        """Calls made meanwhile wait at most ``seconds`` for another process's write lock (not ``BUSY_TIMEOUT``):
+        for a caller with a deadline, since a call on the event loop cannot be cut short from outside."""
+        with self._lock:
+            self._db.execute(f"PRAGMA busy_timeout = {max(0, int(seconds * 1000))}")
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
+
+    @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         """A write transaction that takes the database's write lock up front (no lost updates)."""
         self._db.execute("BEGIN IMMEDIATE")

@@ -235,7 +235,7 @@ def test_metering_unreachable_at_the_start_keeps_the_journal_then_one_of_two_wor
 
     import accounts.sqlite
     from accounts import build_access
-    from api.pdf.journal import adopt_orphans, recover
+    from api.pdf.journal import recover
 
     home = tmp_path / "home"
     home.mkdir()
@@ -258,7 +258,7 @@ def test_metering_unreachable_at_the_start_keeps_the_journal_then_one_of_two_wor
     blocker.execute("BEGIN IMMEDIATE")
     try:
         with caplog.at_level("WARNING", logger="cryptowire.pdf"):
-            asyncio.run(recover(access.give_back, adopt_orphans(settings.pdf_charges_dir)))
+            asyncio.run(recover(access.give_back, settings.pdf_charges_dir))
     finally:
         blocker.execute("ROLLBACK")
         blocker.close()

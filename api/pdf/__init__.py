@@ -12,7 +12,7 @@ from starlette.routing import BaseRoute, Route
 from api.access import missing_key_routes
 from api.errors import ApiError
 from api.pdf.endpoint import PATH, STOP_REFUND_SECONDS, PdfEndpoint
-from api.pdf.journal import ChargeJournal, adopt_orphans, recover
+from api.pdf.journal import ChargeJournal, recover
 from api.pdf.pool import BrowserPool, browser_problem
 from api.pdf.ssrf import Policy
 from api.pdf.stop import StopGuard
@@ -41,7 +41,7 @@ async def startup(state: Any) -> None:
         tmp_dir=s.chromium_tmp_dir,
     )
     state.extras["pdf_pool"] = pool
-    guard = StopGuard(hold_seconds=STOP_REFUND_SECONDS + 2)  # past the refund's own bound, so its ERROR line comes
+    guard = StopGuard(refund_seconds=STOP_REFUND_SECONDS)  # held a little past the refunds' bound, for their lines
     guard.install()
     state.extras["pdf_stop"] = guard
     _open_journal(state)
@@ -63,14 +63,13 @@ def _open_journal(state: Any) -> None:
         return
     root = state.settings.pdf_charges_dir
     try:
-        orphans = adopt_orphans(root)
         state.extras["pdf_journal"] = ChargeJournal(root)
     except OSError as exc:
         log.warning("pdf: cannot keep a charge journal in %s (%s): a server killed during a render keeps its charge",
                     root, exc)
-        return
-    if orphans:  # in the background: the server answers meanwhile (a refund may wait on metering's timeouts)
-        state.extras["pdf_recovery"] = asyncio.get_running_loop().create_task(recover(give_back, orphans))
+    # In the background, one journal at a time: the server answers meanwhile (a refund may wait on metering's
+    # timeouts), and however many journals killed servers left, only one is open at once.
+    state.extras["pdf_recovery"] = asyncio.get_running_loop().create_task(recover(give_back, root))
 
 
 async def _warm(pool: BrowserPool) -> None:

@@ -12,6 +12,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from accounts.access import log_lost_refund
+from accounts.limits import MeteringUnavailable
 from api import bodies
 from api.access import Caller, Charge
 from api.errors import ApiError
@@ -78,20 +79,52 @@ async def read_raw(request: Request) -> dict[str, Any]:
     return data
 
 
-async def refund_at_stop(access: Any, charge: Charge) -> None:
-    """Refund a cancelled request's charge, or log the line docs/metering.md promises for a refund not made."""
+async def refund_at_stop(access: Any, charge: Charge, deadline: float, journal: ChargeJournal | None = None,
+                         entry: Entry | None = None) -> None:
+    """Refund a charge at a forced stop by the loop time ``deadline``, the process exiting right after. Metering's
+    own refund is used (``give_back``: ``refund`` would only schedule a retry, which never runs before the exit);
+    when metering is unavailable, the charge is reopened in the journal (its ``settled`` line was written first)
+    for the next start to refund, or, without a journal, the line docs/metering.md promises is logged."""
+    give_back = getattr(access, "give_back", None)
+    if give_back is None:  # unmetered access: nothing to give back
+        await access.refund(charge)
+        return
+    if charge.cost == 0 or charge.info.get("refunded"):
+        return
+    charge.info["refunded"] = True  # never tried twice by this process: a reopened charge is the next start's
+    left = deadline - asyncio.get_running_loop().time()
     try:
-        async with asyncio.timeout(STOP_REFUND_SECONDS):
-            await access.refund(charge)
+        if left <= 0:  # the render's cleanup took the stop's whole refund time: nothing was asked of metering
+            raise MeteringUnavailable("no time was left to ask metering before the server exits")
+        async with asyncio.timeout(left):
+            await give_back(charge, within=left)
+    except MeteringUnavailable as exc:
+        _reopen(journal, entry, charge, str(exc))
     except TimeoutError:
-        log_lost_refund(charge, f"metering did not answer within {STOP_REFUND_SECONDS:g} s")
+        # Asked but not answered: metering may yet take it, so it is not reopened (a second refund by the next
+        # start would give it back twice); the operator checks the usage.
+        log_lost_refund(charge, f"metering did not answer within {STOP_REFUND_SECONDS:g} s of the stop, so whether "
+                        "it took the refund is unknown")
     except asyncio.CancelledError:
-        log_lost_refund(charge, "the refund was cancelled too")
+        log_lost_refund(charge, "the refund was cancelled too, so whether metering took it is unknown")
         raise
     except Exception as exc:
         log_lost_refund(charge, f"{type(exc).__name__}: {exc}")
     else:
         log.warning("pdf: a render was cancelled (the server is stopping); its %d CU were refunded", charge.cost)
+
+
+def _reopen(journal: ChargeJournal | None, entry: Entry | None, charge: Charge, why: str) -> None:
+    """Metering took no refund: record the charge as open again (its ``charged`` line anew, as ``recover`` does),
+    so that the next start on this data home refunds it; else the ERROR line for a manual credit."""
+    again = journal.charged(charge, reopened=True) if journal is not None and entry is not None else None
+    if again is None:
+        log_lost_refund(charge, f"metering unavailable ({why}) and no charge journal holds it")
+        return
+    log.error("pdf: a render was cancelled (the server is stopping) and its %d CU (key %s, day %s, api %s) could not "
+              "be refunded now (metering unavailable: %s); the charge is left open in %s: the next server to start "
+              "on this data home refunds it", charge.cost, charge.caller.key_id, charge.info.get("day", "?"),
+              charge.caller.api, why, again.file.path)
 
 
 class PdfResponse(Response):
@@ -138,18 +171,13 @@ class PdfEndpoint:
                       "home: the charge journal could not be written", charge.cost, charge.caller.key_id,
                       charge.info.get("day", "?"), charge.caller.api)
             return
-        if at_stop:
-            await refund_at_stop(access, charge)  # bounded, or logged: the process exits right after
+        if at_stop:  # bounded, reopened or logged: the process exits right after
+            await refund_at_stop(access, charge, self.guard.refund_deadline(), journal, entry)
         else:
             await access.refund(charge)
 
     async def handle(self, request: Request) -> Response:
-        guard = self.guard
-        guard.enter()  # from before the charge until it is settled, a forced stop of the server waits for it
-        try:
-            return await self._handle(request, self.state.access, guard)
-        finally:
-            guard.leave()
+        return await self._handle(request, self.state.access, self.guard)
 
     async def _handle(self, request: Request, access: Any, guard: StopGuard) -> Response:
         loop = asyncio.get_running_loop()
@@ -157,37 +185,47 @@ class PdfEndpoint:
         charge: Charge | None = None
         entry: Entry | None = None
         journal = self.journal
+        entered = False  # in the guard's count: from just before the charge until it is settled
         try:
-            if request.method == "HEAD":  # Starlette routes HEAD with GET; a render only for its headers is waste
-                raise ApiError(405, "METHOD_NOT_ALLOWED", "use GET or POST to render a page", {"Allow": "GET, POST"})
-            caller = await access.check(request.path_params["accessKey"], "pdf")
-            params: PdfParams = parse_params(await read_raw(request), self.state.settings.pdf_timeout_ms)
-            deadline = loop.time() + params.timeout_ms / 1000
             try:
-                async with asyncio.timeout_at(deadline):
-                    await self.policy.pin(params.url)  # 403 / 502 (DNS) before anything is charged
-            except TimeoutError:
-                raise ApiError(502, "DNS_FAILURE", f"resolving {params.url.host!r} took too long") from None
-            if guard.stopping.is_set():
-                raise stopped_error()
-            charge = await access.reserve(caller, COST)
-            if journal is not None:  # at once: no await between the charge and its line
-                entry = journal.charged(charge)
-            result = await guard.run(render(self.pool, self.policy, params, deadline))
-        except ApiError as exc:
-            if charge is not None:
-                await self._refund(access, charge, entry, at_stop=guard.stopping.is_set())
-            return exc.rest_response(access.headers(caller, None))  # refunded: nothing charged
-        except Exception:
-            log.exception("pdf: unexpected failure")
-            if charge is not None:
-                await self._refund(access, charge, entry, at_stop=False)
-            err = ApiError(500, "INTERNAL", "the PDF could not be produced because of an internal error; retry")
-            return err.rest_response(access.headers(caller, None))
-        except asyncio.CancelledError:  # a forced stop of the server: no answer will be sent
-            if charge is not None:
-                await self._refund(access, charge, entry, at_stop=True)
-            raise
+                if request.method == "HEAD":  # Starlette routes HEAD with GET; a render only for its headers is waste
+                    raise ApiError(405, "METHOD_NOT_ALLOWED", "use GET or POST to render a page",
+                                   {"Allow": "GET, POST"})
+                caller = await access.check(request.path_params["accessKey"], "pdf")
+                params: PdfParams = parse_params(await read_raw(request), self.state.settings.pdf_timeout_ms)
+                deadline = loop.time() + params.timeout_ms / 1000
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        await self.policy.pin(params.url)  # 403 / 502 (DNS) before anything is charged
+                except TimeoutError:
+                    raise ApiError(502, "DNS_FAILURE", f"resolving {params.url.host!r} took too long") from None
+                if guard.stopping.is_set():
+                    raise stopped_error()
+                # No await since the check: a forced stop from here on waits for this charge to be settled (one
+                # before it was refused above; a request not charged yet never holds a stop).
+                guard.enter()
+                entered = True
+                charge = await access.reserve(caller, COST)
+                if journal is not None:  # at once: no await between the charge and its line
+                    entry = journal.charged(charge)
+                result = await guard.run(render(self.pool, self.policy, params, deadline))
+            except ApiError as exc:
+                if charge is not None:
+                    await self._refund(access, charge, entry, at_stop=guard.stopping.is_set())
+                return exc.rest_response(access.headers(caller, None))  # refunded: nothing charged
+            except Exception:
+                log.exception("pdf: unexpected failure")
+                if charge is not None:
+                    await self._refund(access, charge, entry, at_stop=guard.stopping.is_set())
+                err = ApiError(500, "INTERNAL", "the PDF could not be produced because of an internal error; retry")
+                return err.rest_response(access.headers(caller, None))
+            except asyncio.CancelledError:  # a forced stop of the server: no answer will be sent
+                if charge is not None:
+                    await self._refund(access, charge, entry, at_stop=True)
+                raise
+        finally:
+            if entered:
+                guard.leave()
         disposition, _name = content_disposition(params.disposition, params.filename, params.url.host)
         headers = {
             **access.headers(caller, charge),

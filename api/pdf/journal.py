@@ -12,12 +12,17 @@ so no fsync (an OS crash or power cut is not covered, as metering's own ``synchr
 order a kill anywhere loses at most one refund and never makes one twice: between ``reserve`` and the ``charged``
 line the charge is kept (as before the journal); between the ``settled`` line and the refund the refund is lost.
 
-The next start (``adopt_orphans`` then ``recover``) locks every journal whose lock is free (its process is gone;
-a live one's, or one another starting process is sweeping, stays locked and is skipped), and for each charge
-without ``settled`` appends ``settled`` then refunds it to the day it was charged to; once all are done the
-journal is removed. When metering is unreachable the charge is reopened (its ``charged`` line appended again) and
-the journal kept for the start after. A journal is made under a hidden name, locked, then renamed: a sweep never
-sees an unlocked journal of a live process.
+The next start (``recover``, in the background) takes the journals one at a time: it locks one whose lock is free
+(its process is gone; a live one's, or one another starting process is sweeping, stays locked and is skipped),
+and for each charge without ``settled`` appends ``settled`` then refunds it to the day it was charged to; once
+all are done the journal is removed, and closed before the next is opened (one file descriptor at a time,
+however many journals killed servers left). At most ``MAX_JOURNALS_PER_START`` a start; the rest wait for the
+next. When metering is unreachable the charge is reopened (its ``charged`` line appended again), the journal kept
+and the sweep stops, for the start after. A journal is made under a hidden name, locked, then renamed: a sweep
+never sees an unlocked journal of a live process.
+
+A forced stop that cannot refund a stopped render's charge (metering unreachable) reopens it in this process's
+journal the same way (``ChargeJournal.charged`` again), for the next start.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import fcntl
 import json
 import logging
 import os
+import pwd
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -45,6 +51,8 @@ SUFFIX = ".jsonl"
 NEW_PREFIX = ".new-"  # a journal being made, not locked yet: renamed to <pid>-<random>.jsonl once it is
 # A journal past this size takes no new charges: a new one does, and the old one goes once its charges settle.
 ROTATE_BYTES = 1 << 20
+# The killed servers' journals one start sweeps (each holds a few charges): the rest wait for the next start.
+MAX_JOURNALS_PER_START = 1000
 GiveBack = Callable[[Charge], Awaitable[Any]]
 
 
@@ -129,9 +137,10 @@ class ChargeJournal:
     def path(self) -> Path:
         return self._file.path
 
-    def charged(self, charge: Charge) -> Entry | None:
-        """Record a charge just made. None when there is nothing to record (an unmetered or free charge) or it
-        could not be written (logged: a kill during this render would keep its charge, as without a journal)."""
+    def charged(self, charge: Charge, reopened: bool = False) -> Entry | None:
+        """Record a charge just made, or (``reopened``) one a forced stop could not refund, for the next start.
+        None when there is nothing to record (an unmetered or free charge) or it could not be written (logged: a
+        kill during this render would keep its charge, as without a journal)."""
         day = charge.info.get("day")
         if charge.cost <= 0 or not isinstance(day, str) or self._closed:
             return None
@@ -141,8 +150,11 @@ class ChargeJournal:
                 self._rotate()
             self._seq += 1
             entry = Entry(self._file, str(self._seq))
-            self._file.append({"op": "charged", "id": entry.id, "key": caller.key_id, "plan": caller.plan,
-                               "api": caller.api, "day": day, "cu": charge.cost})
+            record = {"op": "charged", "id": entry.id, "key": caller.key_id, "plan": caller.plan, "api": caller.api,
+                      "day": day, "cu": charge.cost}
+            if reopened:
+                record["reopened"] = "stop"
+            self._file.append(record)
         except OSError as exc:
             log.warning("pdf: the charge of %d CU to key %s could not be recorded in the charge journal (%s): if "
                         "this server is killed during its render, it is not refunded", charge.cost, caller.key_id, exc)
@@ -202,7 +214,7 @@ def _lock_if_free(path: Path) -> int | None:
     except FileNotFoundError:  # removed by another start meanwhile
         return None
     except OSError as exc:  # another user's, say: not ours to sweep
-        log.warning("pdf: leaving the charge journal %s, it cannot be opened (%s)", path, exc)
+        log.warning("pdf: %s", _unopenable(path, exc))
         return None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -215,24 +227,37 @@ def _lock_if_free(path: Path) -> int | None:
     return fd
 
 
-def adopt_orphans(root: Path) -> list[JournalFile]:
-    """The journals under ``root`` whose server is gone, each now locked by this process (no other start takes
-    them). Hidden journals left by a kill before they were named hold nothing and are removed."""
+def _user(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def _unopenable(path: Path, exc: OSError) -> str:
+    """What to do about a journal this server cannot open (said at every start until it is done)."""
+    if not isinstance(exc, PermissionError):
+        return (f"the charge journal {path} cannot be opened ({exc}), so its open charges are not refunded: credit "
+                f"by hand its 'charged' lines that have no 'settled' line with the same id, then remove it")
+    me = _user(os.geteuid())
+    try:
+        owner = _user(os.stat(path).st_uid)
+    except OSError:
+        owner = "another user"
+    return (f"the charge journal {path} belongs to {owner} (a server run as that user was killed) and this server, "
+            f"running as {me}, cannot open it ({exc.strerror}), so its open charges are not refunded: give it to "
+            f"{me} (`chown {me} {path}`) and the next start refunds them, or credit by hand its 'charged' lines "
+            f"that have no 'settled' line with the same id, then remove it (`rm {path}`)")
+
+
+def _candidates(root: Path) -> list[Path]:
+    """The journals under ``root`` but this process's (killed servers' or live ones', told apart by their lock)."""
     if not root.is_dir():
         return []
-    found: list[JournalFile] = []
-    for path in sorted(root.iterdir()):
-        if not (path.name.startswith(NEW_PREFIX) or path.name.endswith(SUFFIX)) or not path.is_file():
-            continue
-        fd = _lock_if_free(path)
-        if fd is None:
-            continue
-        orphan = JournalFile(path, fd)
-        if path.name.startswith(NEW_PREFIX):
-            orphan.remove()
-        else:
-            found.append(orphan)
-    return found
+    own = f"{os.getpid()}-"
+    return sorted(p for p in root.iterdir()
+                  if (p.name.startswith(NEW_PREFIX) or p.name.endswith(SUFFIX)) and not p.name.startswith(own)
+                  and p.is_file())
 
 
 def _open_charges(path: Path) -> dict[str, dict[str, Any]]:
@@ -294,25 +319,48 @@ async def _recover_one(give_back: GiveBack, orphan: JournalFile) -> str | None:
         except Exception as exc:
             log_lost_refund(charge, f"{type(exc).__name__}: {exc}")
             continue
-        log.warning("pdf: refunded %d CU to key %s (day %s, api %s): its render was in flight when server process %s "
-                    "was killed", charge.cost, charge.caller.key_id, charge.info["day"], charge.caller.api, pid)
+        how = ("its render was stopped by a forced stop of server process %s, which could not refund it" if
+               record.get("reopened") == "stop" else "its render was in flight when server process %s was killed")
+        log.warning("pdf: refunded %d CU to key %s (day %s, api %s): " + how, charge.cost, charge.caller.key_id,
+                    charge.info["day"], charge.caller.api, pid)
     orphan.remove()
     return None
 
 
-async def recover(give_back: GiveBack, orphans: list[JournalFile]) -> None:
-    """Refund the open charges of killed servers' journals (see the module's docstring); a journal whose charges
-    cannot all be refunded now, metering being unavailable, is kept for the next start."""
-    down: str | None = None
+async def recover(give_back: GiveBack, root: Path, limit: int | None = None) -> None:
+    """Refund the open charges of killed servers' journals under ``root`` (see the module's docstring), one journal
+    at a time and at most ``limit`` (``MAX_JOURNALS_PER_START``) of them; a journal whose charges cannot all be
+    refunded now, metering being unavailable, is kept, and the rest with it, for the next start."""
+    limit = MAX_JOURNALS_PER_START if limit is None else limit
     try:
-        for orphan in orphans:
-            if down is None:
-                down = await _recover_one(give_back, orphan)
-                if down is None:
-                    continue
+        paths = _candidates(root)
+    except OSError as exc:
+        log.warning("pdf: the charge journals of killed servers in %s cannot be listed (%s): their open charges are "
+                    "not refunded", root, exc)
+        return
+    taken = 0
+    for i, path in enumerate(paths):
+        hidden = path.name.startswith(NEW_PREFIX)
+        if not hidden and taken >= limit:
+            left = sum(1 for p in paths[i:] if not p.name.startswith(NEW_PREFIX))
+            log.warning("pdf: %d more charge journal(s) in %s were not looked at (one start sweeps at most %d): "
+                        "those of killed servers are refunded by the next start", left, root, limit)
+            return
+        fd = _lock_if_free(path)
+        if fd is None:
+            continue
+        orphan = JournalFile(path, fd)
+        try:
+            if hidden:  # left by a kill before it was named: it holds nothing
+                orphan.remove()
+                continue
+            taken += 1
+            down = await _recover_one(give_back, orphan)
+        finally:
+            orphan.release()  # closed before the next is opened (a cancel, the server stopping: the rest waits)
+        if down is not None:
             log.warning("pdf: the charge journal %s of a killed server is kept for the next start: its open charges "
-                        "could not be refunded now (%s)", orphan.path, down)
-            orphan.release()
-    finally:
-        for orphan in orphans:  # cancelled (the server stops): the rest waits for the next start
-            orphan.release()
+                        "could not be refunded now (%s); the other journals are left for the next start too",
+                        path, down)
+            return
+        await asyncio.sleep(0)  # the server answers between two journals
