@@ -13,7 +13,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -21,8 +20,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.httpserver import LocalServer, Reply, static
-from tests.support.pdfserver import ServeProcess, new_key, serve_env, used
+from tests.support.httpserver import LocalServer, static
+from tests.support.pdfserver import Render, ServeProcess, new_key, serve_env, slow_page, used
 from tests.support.procs import wait_for
 from warehouse.config import Settings
 
@@ -68,30 +67,6 @@ def _refund_lines(out: str, key_id: str, day: str) -> int:
     return out.count(f"refunded {COST} CU to key {key_id} (day {day}, api pdf)")
 
 
-class Render:
-    """A PDF request on its own thread; its answer (or transport error) once done."""
-
-    def __init__(self, server: ServeProcess, key: str, url: str) -> None:
-        self.answer: Any = None
-        self.thread = threading.Thread(target=self._call, args=(server, key, url), daemon=True)
-        self.thread.start()
-
-    def _call(self, server: ServeProcess, key: str, url: str) -> None:
-        try:
-            self.answer = httpx.get(server.url(f"/api/html-to-pdf/{key}"), params={"url": url, "timeoutMs": 60000},
-                                    timeout=90)
-        except httpx.HTTPError as exc:
-            self.answer = exc
-
-
-def _slow_page(page: LocalServer, name: str) -> threading.Event:
-    """``/<name>`` loads an image that arrives only once the returned event is set: its render stays in flight."""
-    hold = threading.Event()
-    page.routes[f"/{name}"] = static(f"<h1>{name}</h1><img src='/{name}.png'>")
-    page.routes[f"/{name}.png"] = lambda req: (hold.wait(60), Reply(404))[1]
-    return hold
-
-
 # --- 1. killed during a render: refunded once by the next start; a delivered PDF stays charged -------------------
 
 
@@ -103,7 +78,7 @@ def test_a_render_in_flight_at_a_kill_9_is_refunded_once_by_the_next_start_a_del
     key_id, key = new_key(home, "journal")
     with LocalServer() as page:
         page.routes["/fast"] = static("<h1>FAST</h1>")
-        hold = _slow_page(page, "slow")
+        hold = slow_page(page, "slow")
         killed = ServeProcess(home, page.port)
         try:
             r = httpx.get(killed.url(f"/api/html-to-pdf/{key}"), params={"url": page.url("/fast")}, timeout=60)
@@ -155,8 +130,8 @@ def test_a_starting_server_refunds_a_killed_servers_charge_and_never_a_live_ones
     home.mkdir()
     key_id, key = new_key(home, "journal")
     with LocalServer() as page:
-        hold_live = _slow_page(page, "live")
-        hold_killed = _slow_page(page, "killed")
+        hold_live = slow_page(page, "live")
+        hold_killed = slow_page(page, "killed")
         live = ServeProcess(home, page.port)
         servers = [live]
         try:

@@ -27,7 +27,6 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -37,8 +36,8 @@ import pytest
 
 from api.pdf.journal import MAX_JOURNALS_PER_START
 from tests.support import pdfserver
-from tests.support.httpserver import LocalServer, Reply, static
-from tests.support.pdfserver import PROJECT, ServeProcess, new_key, serve_env, used
+from tests.support.httpserver import LocalServer, static
+from tests.support.pdfserver import PROJECT, Render, ServeProcess, new_key, serve_env, slow_page, used
 from tests.support.procs import wait_for
 from tests.support.servers import REDIS_MISSING, free_port, redis_server
 from warehouse.config import Settings
@@ -65,30 +64,6 @@ def _open_charges(home: Path) -> list[dict[str, Any]]:
                 records.pop(r["id"], None)
         found += records.values()
     return found
-
-
-class Render:
-    """A PDF request on its own thread; its answer (or transport error) once done."""
-
-    def __init__(self, server: ServeProcess, key: str, url: str) -> None:
-        self.answer: Any = None
-        self.thread = threading.Thread(target=self._call, args=(server, key, url), daemon=True)
-        self.thread.start()
-
-    def _call(self, server: ServeProcess, key: str, url: str) -> None:
-        try:
-            self.answer = httpx.get(server.url(f"/api/html-to-pdf/{key}"), params={"url": url, "timeoutMs": 60000},
-                                    timeout=90)
-        except httpx.HTTPError as exc:
-            self.answer = exc
-
-
-def _slow_page(page: LocalServer) -> threading.Event:
-    """``/slow`` loads an image that arrives only once the returned event is set: its render stays in flight."""
-    hold = threading.Event()
-    page.routes["/slow"] = static("<h1>slow</h1><img src='/slow.png'>")
-    page.routes["/slow.png"] = lambda req: (hold.wait(60), Reply(404))[1]
-    return hold
 
 
 def _forced_stop(server: ServeProcess, first: signal.Signals) -> float:
@@ -119,7 +94,7 @@ def test_a_forced_stop_with_sqlite_write_locked_ends_in_time_and_leaves_the_char
     home.mkdir()
     key_id, key = new_key(home)
     with LocalServer() as page:
-        hold = _slow_page(page)
+        hold = slow_page(page)
         server = ServeProcess(home, page.port)
         blocker = sqlite3.connect(Settings(home=home).platform_db, isolation_level=None)
         try:
@@ -185,7 +160,7 @@ def test_a_forced_stop_with_redis_down_reopens_the_charge_and_the_next_start_ref
     key_id, key = new_key(home)
     port = free_port()
     with LocalServer() as page:
-        hold = _slow_page(page)
+        hold = slow_page(page)
         with redis_server(tmp_path / "redis", port) as url:
             server = ServeProcess(home, page.port, CRYPTOWIRE_REDIS_URL=url)
             try:

@@ -8,12 +8,15 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from api.pdf import procmem
 from tests.support.apiserver import free_port
+from tests.support.httpserver import LocalServer, Reply, static
 from tests.support.procs import cmdline, running, wait_for
 from warehouse.config import Settings
 
@@ -104,3 +107,27 @@ def used(home: Path, key_id: str, day: str | None = None) -> int:
         return store.used(key_id, day or dt.datetime.now(dt.UTC).date().isoformat())
     finally:
         store.close()
+
+
+class Render:
+    """A PDF request on its own thread; its answer (or transport error) once done."""
+
+    def __init__(self, server: ServeProcess, key: str, url: str) -> None:
+        self.answer: Any = None
+        self.thread = threading.Thread(target=self._call, args=(server, key, url), daemon=True)
+        self.thread.start()
+
+    def _call(self, server: ServeProcess, key: str, url: str) -> None:
+        try:
+            self.answer = httpx.get(server.url(f"/api/html-to-pdf/{key}"), params={"url": url, "timeoutMs": 60000},
+                                    timeout=90)
+        except httpx.HTTPError as exc:
+            self.answer = exc
+
+
+def slow_page(page: LocalServer, name: str = "slow") -> threading.Event:
+    """``/<name>`` loads an image that arrives only once the returned event is set: its render stays in flight."""
+    hold = threading.Event()
+    page.routes[f"/{name}"] = static(f"<h1>{name}</h1><img src='/{name}.png'>")
+    page.routes[f"/{name}.png"] = lambda req: (hold.wait(60), Reply(404))[1]
+    return hold
