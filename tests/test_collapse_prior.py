@@ -157,7 +157,7 @@ def test_a_story_out_of_step_with_its_articles_dates_still_gets_every_earlier_ar
 def _priors(path: Path) -> list[tuple]:
     scon, _ = open_reader(path)
     try:
-        return scon.execute("SELECT id, story_prev_at, list_sort(story_prior_tickers), list_sort(story_prior_sources) "
+        return scon.execute("SELECT id, story_prev_at, list_sort(story_prior_tickers), list_sort(story_prior_sources), story_first "
                             "FROM news ORDER BY id").fetchall()
     finally:
         scon.close()
@@ -195,6 +195,35 @@ def test_a_partial_publish_writes_what_a_full_one_writes(tmp_path: Path) -> None
         partial, full = _priors(publish_set(con, tmp_path / "sets", now=at)), _priors(publish_set(con, tmp_path / "f2", now=at))
         assert partial == full
         assert next(r for r in full if r[0] == d["id"])[2] == ["BTC", "SOL", "XRP"]
+    finally:
+        con.close()
+
+
+def test_a_date_corrected_without_the_stories_step_rebuilds_the_rest_of_its_story(tmp_path: Path) -> None:
+    """An inferred date replaced by the real one changes no stamp (the whole-table time sum finds the two periods
+    the article left and joined); the other articles of its story, in other periods, now have another article
+    before them: a publish run alone (``--select serving_snapshot``) must rebuild their parts too."""
+    from warehouse import stories as ws
+
+    articles = make_articles(60, 0, seed=3, start=NOW)
+    for k, a in enumerate(articles):  # 7 hours apart over 17 days
+        a.update(published_at=NOW - timedelta(hours=7 * k + 1), tickers=["BTC"], source_name="CoinDesk")
+    b, c, d = articles[30], articles[12], articles[2]  # one story, days apart
+    d["tickers"] = ["SOL"]
+    con = connect(tmp_path / "warehouse.duckdb")
+    try:
+        write(con, Data(articles, []))
+        ws.save_assignments(con, [(a["id"], f"st_{a['id']}", a["published_at"]) for a in articles
+                                  if a not in (b, c, d)], NOW)
+        ws.save_assignments(con, [(m["id"], f"st_{b['id']}", m["published_at"]) for m in (b, c, d)], NOW)
+        publish_set(con, tmp_path / "sets", now=NOW)
+        # d's real date, a day before b: the story's first article now (the stories step has not run since)
+        con.execute("UPDATE articles SET published_at = ? WHERE id = ?",
+                    [b["published_at"] - timedelta(days=1), d["id"]])
+        at = NOW + timedelta(minutes=5)
+        partial, full = _priors(publish_set(con, tmp_path / "sets", now=at)), _priors(publish_set(con, tmp_path / "f", now=at))
+        assert partial == full
+        assert next(r for r in full if r[0] == c["id"])[2] == ["BTC", "SOL"]
     finally:
         con.close()
 

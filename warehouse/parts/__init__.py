@@ -22,7 +22,7 @@ from typing import Any
 _NAMES = {
     "build": ("TIME_COLUMN", "Part", "build_part", "sidecar_name"),
     "changes": ("CHECKED", "SOURCES", "changed_periods", "period_aggregates", "periods_from",
-                "periods_of_changed_stories", "range_aggregates", "totals"),
+                "periods_of_changed_stories", "periods_of_stories_in", "range_aggregates", "totals"),
     "contents": ("INDEXES", "PART_EVENTS_SQL", "PART_NEWS_SQL", "PART_SENTIMENT_SQL", "PART_STORIES_SQL", "STAGE_SQL",
                  "VALUES_SQL", "stage", "unstage"),
     "periods": ("EPOCH", "HEAD", "Cuts", "period_range", "serving_order"),

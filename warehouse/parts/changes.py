@@ -100,6 +100,22 @@ def periods_of_changed_stories(con: duckdb.DuckDBPyConnection, cuts: Cuts, since
     return {r[0] for r in rows}
 
 
+def periods_of_stories_in(con: duckdb.DuckDBPyConnection, cuts: Cuts, periods: set[str]) -> set[str]:
+    """Periods holding an article of a story that has an article in ``periods``, by the articles' dates now.
+    A date corrected without a stamp (found by the time sums) moves an article within its story's order, and the
+    story's other articles carry that order (``story_first`` and the prior columns), wherever they lie."""
+    if not periods:
+        return set()
+    keys = ", ".join(f"'{p}'" for p in sorted(periods))
+    rows = con.execute(f"""
+        WITH touched AS (
+            SELECT DISTINCT sa.story_id FROM story_articles sa JOIN articles a ON a.id = sa.article_id
+            WHERE {cuts.sql('a.published_at')} IN ({keys}))
+        SELECT DISTINCT {cuts.sql('a.published_at')} FROM story_articles sa JOIN articles a ON a.id = sa.article_id
+        WHERE sa.story_id IN (SELECT story_id FROM touched)""").fetchall()
+    return {r[0] for r in rows}
+
+
 def periods_from(con: duckdb.DuckDBPyConnection, cuts: Cuts, start: datetime | None,
                  end: datetime | None = None) -> set[str]:
     """Periods (under ``cuts``) of every row in ``[start, end)``: where the rows of a previous part or head go

@@ -37,6 +37,7 @@ from warehouse.parts.changes import (
     period_aggregates,
     periods_from,
     periods_of_changed_stories,
+    periods_of_stories_in,
     range_aggregates,
     totals,
 )
@@ -187,7 +188,10 @@ def _publish(con: duckdb.DuckDBPyConnection, snapshots_dir: Path, now: datetime,
                 if period not in full or any(part.agg.get(t, _empty_agg()) != full[period].get(t, _empty_agg())
                                              for t in CHECKED):
                     del reused[period]
-            todo |= {p for p in full if p not in reused}
+            differ = {p for p in full if p not in reused} - todo
+            todo |= differ | periods_of_stories_in(con, cuts, differ)
+            for period in todo & set(reused):
+                del reused[period]
     todo = set(serving_order(sorted(todo - {HEAD}), cuts))
     # The children of every article to serve anew are looked up once: closed periods to build and the head.
     stage(con, [period_range(p, cuts) for p in [*todo, HEAD]])
