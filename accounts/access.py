@@ -300,10 +300,10 @@ class MeteredAccess:
         """Refund ``charge`` now; raises MeteringUnavailable when the counters cannot be reached (``refund`` retries
         instead). For callers that keep their own record of what is still owed (the PDF charge journal).
 
-        ``within``: on the SQLite counters, the longest the refund waits for another process's write lock before
-        raising MeteringUnavailable (instead of the store's 10 s). They run on the event loop, where no asyncio
-        timeout can cut a call short: a caller with a deadline (a forced stop) passes it here, and bounds the
-        other counters' awaits itself."""
+        ``within``: on the SQLite counters, the longest the refund waits (for this process's other calls and for
+        another process's write lock) before raising MeteringUnavailable, instead of the store's 10 s. A call in a
+        worker thread cannot be cut short by an asyncio timeout: a caller with a deadline (a forced stop) passes it
+        here, so that the refund has ended, taken or not, by then; it bounds the other counters' awaits itself."""
         caller = charge.caller
         with self._lock_wait(within):
             used = await self._counters.refund(caller.key_id, str(charge.info["day"]), caller.api, charge.cost)
@@ -312,8 +312,8 @@ class MeteredAccess:
             caller.info["used"] = used
 
     def _lock_wait(self, seconds: float | None) -> contextlib.AbstractContextManager[None]:
-        """SQLite's wait for the write lock shortened to ``seconds`` meanwhile (on the server every call to the store
-        runs on this event loop: none other meanwhile)."""
+        """SQLite's waits shortened to ``seconds`` for the calls made meanwhile (they run in worker threads, which
+        carry the setting; no other call is affected)."""
         counters = self._counters
         if seconds is None or not isinstance(counters, StoreCounters) or not isinstance(counters.store, SqliteStore):
             return contextlib.nullcontext()

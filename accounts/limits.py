@@ -112,9 +112,10 @@ class StoreCounters:
     of them), then each waiting request gets its result. A request is answered only after its charge is
     committed, so a crash loses at most the requests still in flight.
 
-    SQLite (``store.blocking`` false): once per event-loop iteration, inline. Postgres (``blocking``): a drain
-    task writes the queue in a worker thread, one batch at a time; the charges that arrive meanwhile form the next
-    batch, so the batches grow with the load and the event loop never waits on the network.
+    A store whose calls block (``store.blocking``: Postgres, SQLite): a drain task writes the queue in a worker
+    thread, one batch at a time; the charges that arrive meanwhile form the next batch, so the batches grow with
+    the load and the event loop never waits on the network or on another process's lock. A store that does not
+    block: once per event-loop iteration, inline.
     """
 
     def __init__(self, store: Store) -> None:
@@ -148,7 +149,7 @@ class StoreCounters:
         return await fut
 
     async def _drain(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Postgres: write the queued charges in a worker thread, batch after batch, until the queue is empty."""
+        """Write the queued charges in a worker thread, batch after batch, until the queue is empty."""
         try:
             await asyncio.sleep(0)  # let the requests of this event-loop turn join the first batch
             while batch := self._pending.pop(loop, []):

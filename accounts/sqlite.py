@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +103,9 @@ _VERSION_TABLE = (
 )
 
 BUSY_TIMEOUT = 10.0  # seconds a call waits for another process's write lock
+# A shorter wait for the calls made within ``SqliteStore.lock_wait`` (a context variable: asyncio.to_thread carries
+# it into the worker thread that makes the call).
+_WAIT: ContextVar[float | None] = ContextVar("cryptowire_sqlite_wait", default=None)
 
 __all__ = ["KeyNotFound", "LATEST_VERSION", "SqliteStore"]
 
@@ -109,7 +113,10 @@ __all__ = ["KeyNotFound", "LATEST_VERSION", "SqliteStore"]
 class SqliteStore:
     """One SQLite connection, shared by the threads of one process under a lock (each call is short)."""
 
-    blocking = False  # local file, short calls: run inline on the event loop
+    # Async callers run these calls in a worker thread: a call is short, but another process holding the write
+    # lock (a sqlite3 shell in BEGIN IMMEDIATE, another server's commit) makes it wait, and on the event loop
+    # that wait stalled every request of the server, /healthz included.
+    blocking = True
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
@@ -147,7 +154,7 @@ class SqliteStore:
         version is read again under the write lock, so each migration runs once)."""
         if self._current_version() == LATEST_VERSION:
             return
-        with self._lock, self._tx() as db:
+        with self._locked(), self._tx() as db:
             db.execute(_VERSION_TABLE)
             current = self._current_version()
             if current > LATEST_VERSION:
@@ -158,20 +165,40 @@ class SqliteStore:
             common.apply_migrations(db.execute, MIGRATIONS, current, "INSERT INTO schema_version VALUES (?, ?)")
 
     def schema_version(self) -> int:
-        with self._lock:
+        with self._locked():
             return self._current_version()
 
     @contextmanager
     def lock_wait(self, seconds: float) -> Iterator[None]:
-        """Calls made meanwhile wait at most ``seconds`` for another process's write lock (not ``BUSY_TIMEOUT``):
-        for a caller with a deadline, since a call on the event loop cannot be cut short from outside."""
-        with self._lock:
-            self._db.execute(f"PRAGMA busy_timeout = {max(0, int(seconds * 1000))}")
+        """Calls made meanwhile (in this context, or in threads started from it) wait at most ``seconds`` in all,
+        for this process's other calls and for another process's write lock (not ``BUSY_TIMEOUT``): for a caller
+        with a deadline, since a call already in a worker thread cannot be cut short from outside."""
+        token = _WAIT.set(max(0.0, seconds))
         try:
             yield
         finally:
+            _WAIT.reset(token)
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """This process's calls one at a time (one connection); within ``lock_wait``, bounded by its time."""
+        wait = _WAIT.get()
+        if wait is None:
             with self._lock:
+                yield
+            return
+        deadline = time.monotonic() + wait
+        if not self._lock.acquire(timeout=wait):
+            raise sqlite3.OperationalError(f"database is locked (this process's other calls held it for {wait:g} s)")
+        try:
+            left = max(0.0, deadline - time.monotonic())
+            self._db.execute(f"PRAGMA busy_timeout = {int(left * 1000)}")
+            try:
+                yield
+            finally:
                 self._db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
+        finally:
+            self._lock.release()
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -185,14 +212,14 @@ class SqliteStore:
         self._db.execute("COMMIT")
 
     def close(self) -> None:
-        with self._lock:
+        with self._locked():
             self._db.close()
 
     # --- plans -------------------------------------------------------------------
     def sync_plans(self, plans: Iterable[Plan]) -> None:
         """Record the plans in force (for reporting); the YAML file stays the source of truth."""
         now = time.time()
-        with self._lock, self._tx() as db:
+        with self._locked(), self._tx() as db:
             for p in plans:
                 db.execute(
                     "INSERT INTO plans VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
@@ -214,7 +241,7 @@ class SqliteStore:
     def create_key(self, name: str, plan: str, apis: Iterable[str]) -> tuple[str, str]:
         """A new key; returns ``(id, key)``. The key itself is not stored and cannot be shown again."""
         key_id, now = new_key_id(), time.time()
-        with self._lock, self._tx() as db:
+        with self._locked(), self._tx() as db:
             db.execute(
                 "INSERT INTO keys (id, name, plan, apis, created_at) VALUES (?, ?, ?, ?, ?)",
                 (key_id, name, plan, ",".join(apis), now),
@@ -225,7 +252,7 @@ class SqliteStore:
     def rotate_key(self, key_id: str, grace_seconds: float) -> str:
         """A new secret for the same key id (same plan, APIs and usage); the old secrets expire after the grace."""
         now = time.time()
-        with self._lock, self._tx() as db:
+        with self._locked(), self._tx() as db:
             row = db.execute("SELECT revoked_at FROM keys WHERE id = ?", (key_id,)).fetchone()
             if row is None or row[0] is not None:
                 raise KeyNotFound(key_id)
@@ -237,7 +264,7 @@ class SqliteStore:
             return self._add_secret(db, key_id, now)
 
     def revoke_key(self, key_id: str) -> None:
-        with self._lock, self._tx() as db:
+        with self._locked(), self._tx() as db:
             cur = db.execute(
                 "UPDATE keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?", (time.time(), key_id)
             )
@@ -247,7 +274,7 @@ class SqliteStore:
     def set_plan(self, key_id: str, plan: str) -> str:
         """Move a live key to ``plan`` (the caller checks it is offered); returns the plan it had. Today's usage
         stays with the key, so the new plan's allowance applies to what was already spent."""
-        with self._lock, self._tx() as db:
+        with self._locked(), self._tx() as db:
             row = db.execute("SELECT plan, revoked_at FROM keys WHERE id = ?", (key_id,)).fetchone()
             if row is None or row[1] is not None:
                 raise KeyNotFound(key_id)
@@ -255,7 +282,7 @@ class SqliteStore:
             return str(row[0])
 
     def lookup(self, key_hash: str) -> KeyRecord | None:
-        with self._lock:
+        with self._locked():
             row = self._db.execute(_LOOKUP, (key_hash,)).fetchone()
         return None if row is None else common.key_record(row)
 
@@ -269,7 +296,7 @@ class SqliteStore:
         secrets_sql = "SELECT key_id, prefix, last4, created_at, expires_at FROM key_secrets"
         if key_id is not None:
             secrets_sql += " WHERE key_id = ?"
-        with self._lock:
+        with self._locked():
             rows = self._db.execute(sql + " ORDER BY created_at", args).fetchall()
             secrets = self._db.execute(secrets_sql + " ORDER BY created_at", args).fetchall()
         return common.key_listing(rows, secrets, now)
@@ -288,7 +315,7 @@ class SqliteStore:
         """
         groups = common.group_charges(items)
         results: list[tuple[bool, int]] = [(False, 0)] * len(items)
-        with self._lock:
+        with self._locked():
             if len(groups) == 1:  # usually one statement, which is its own transaction and commit
                 common.charge_group(items, next(iter(groups.items())), results, self._charge_row, self._used)
                 return results
@@ -304,7 +331,7 @@ class SqliteStore:
 
     def refund(self, key_id: str, day: str, api: str, cost: int) -> int:
         """Take back one charge (bad input, failed render); never below zero."""
-        with self._lock:
+        with self._locked():
             self._db.execute(_REFUND[api], (cost, cost, key_id, day, cost, cost))
             return self._used(key_id, day)
 
@@ -315,7 +342,7 @@ class SqliteStore:
         return row[0] if row else 0
 
     def used(self, key_id: str, day: str) -> int:
-        with self._lock:
+        with self._locked():
             return self._used(key_id, day)
 
     def history(self, key_id: str, days: list[str]) -> Usage:
@@ -323,7 +350,7 @@ class SqliteStore:
         if not days:
             return {}
         marks = ",".join("?" * len(days))
-        with self._lock:
+        with self._locked():
             rows = self._db.execute(
                 f"SELECT day, {_COUNTS} FROM usage_daily WHERE key_id = ? AND day IN ({marks})", (key_id, *days)
             ).fetchall()

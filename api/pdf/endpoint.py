@@ -97,7 +97,9 @@ async def refund_at_stop(access: Any, charge: Charge, deadline: float, journal: 
         if left <= 0:  # the render's cleanup took the stop's whole refund time: nothing was asked of metering
             raise MeteringUnavailable("no time was left to ask metering before the server exits")
         async with asyncio.timeout(left):
-            await give_back(charge, within=left)
+            # the store's own bound ends first (its call runs in a worker thread), so that a refused refund is
+            # known as refused and reopened, not taken for unanswered
+            await give_back(charge, within=left - min(1.0, left / 4))
     except MeteringUnavailable as exc:
         _reopen(journal, entry, charge, str(exc))
     except TimeoutError:
