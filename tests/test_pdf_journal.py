@@ -13,6 +13,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -286,3 +287,53 @@ def test_a_full_journal_hands_over_to_a_new_one_and_goes_once_its_charges_settle
 
 def _journals_in(root: Path) -> dict[str, list[dict[str, Any]]]:
     return {p.name: [json.loads(line) for line in p.read_text().splitlines()] for p in root.glob("*.jsonl")}
+
+
+# --- 5. a failed render's refund while metering is unavailable, then a stop: the next start makes it ------------
+
+
+def test_a_refund_deferred_while_metering_is_locked_survives_a_stop_and_the_next_start_makes_it_once(
+    tmp_path: Path,
+) -> None:
+    """The page fails after the charge (502, refunded), at a moment another process holds metering's write lock:
+    the refund waits, metering's retry would be dropped at the stop (an ERROR line, the 20,000 CU kept). The charge
+    stays open in the journal instead, and the next start refunds it, once."""
+    from tests.support.httpserver import Reply
+
+    home = tmp_path / "home"
+    home.mkdir()
+    key_id, key = new_key(home, "deferred")
+    with LocalServer() as page:
+        hold = threading.Event()
+        page.routes["/late"] = lambda req: (hold.wait(60), Reply(404))[1]
+        server = ServeProcess(home, page.port)
+        blocker = sqlite3.connect(Settings(home=home).platform_db, isolation_level=None)
+        try:
+            failed = Render(server, key, page.url("/late"))
+            assert wait_for(lambda: page.hits("/late") > 0, 60), server.output()  # charged, fetching
+            assert _used(home, key_id) == COST
+            blocker.execute("BEGIN IMMEDIATE")  # metering's write lock held while the refund is asked
+            hold.set()
+            failed.thread.join(60)
+            assert isinstance(failed.answer, httpx.Response) and failed.answer.status_code == 502, failed.answer
+            server.stop()  # metering still locked: the refund has not been made
+            assert _used(home, key_id) == COST
+        finally:
+            hold.set()
+            blocker.execute("ROLLBACK") if blocker.in_transaction else None
+            blocker.close()
+            server.stop()
+        out = server.output()
+        assert "not made at shutdown" not in out, out
+        (left,) = [r for rs in _journals(home).values() for r in _open_charges(rs)]
+        assert (left["key"], left["cu"], left["day"], left["reopened"]) == (key_id, COST, _today(), "retry"), left
+
+        following = ServeProcess(home, page.port, prewarm=False)
+        try:
+            assert wait_for(lambda: _used(home, key_id) == 0, 30), following.output()
+            assert wait_for(lambda: not [r for rs in _journals(home).values() for r in _open_charges(rs)], 10)
+            time.sleep(0.5)
+        finally:
+            following.stop()
+        assert _refund_lines(following.output(), key_id, _today()) == 1, following.output()
+        assert _used(home, key_id) == 0

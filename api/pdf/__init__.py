@@ -14,6 +14,7 @@ from api.errors import ApiError
 from api.pdf.endpoint import PATH, STOP_REFUND_SECONDS, PdfEndpoint
 from api.pdf.journal import ChargeJournal, recover
 from api.pdf.pool import BrowserPool, browser_problem
+from api.pdf.refunds import Refunds
 from api.pdf.ssrf import Policy
 from api.pdf.stop import StopGuard
 
@@ -63,7 +64,8 @@ def _open_journal(state: Any) -> None:
         return
     root = state.settings.pdf_charges_dir
     try:
-        state.extras["pdf_journal"] = ChargeJournal(root)
+        state.extras["pdf_journal"] = journal = ChargeJournal(root)
+        state.extras["pdf_refunds"] = Refunds(state.access, journal)
     except OSError as exc:
         log.warning("pdf: cannot keep a charge journal in %s (%s): a server killed during a render keeps its charge",
                     root, exc)
@@ -99,6 +101,9 @@ async def shutdown(state: Any) -> None:
             recovery.cancel()
             with contextlib.suppress(BaseException):
                 await recovery
+    refunds = state.extras.pop("pdf_refunds", None)
+    if refunds is not None:  # before the journal closes: the refunds still waiting stay open in it
+        await refunds.cancel()
     journal = state.extras.pop("pdf_journal", None)
     if journal is not None:
         journal.close()

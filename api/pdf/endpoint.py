@@ -119,7 +119,7 @@ async def refund_at_stop(access: Any, charge: Charge, deadline: float, journal: 
 def _reopen(journal: ChargeJournal | None, entry: Entry | None, charge: Charge, why: str) -> None:
     """Metering took no refund: record the charge as open again (its ``charged`` line anew, as ``recover`` does),
     so that the next start on this data home refunds it; else the ERROR line for a manual credit."""
-    again = journal.charged(charge, reopened=True) if journal is not None and entry is not None else None
+    again = journal.charged(charge, reopened="stop") if journal is not None and entry is not None else None
     if again is None:
         log_lost_refund(charge, f"metering unavailable ({why}) and no charge journal holds it")
         return
@@ -175,6 +175,8 @@ class PdfEndpoint:
             return
         if at_stop:  # bounded, reopened or logged: the process exits right after
             await refund_at_stop(access, charge, self.guard.refund_deadline(), journal, entry)
+        elif (refunds := self.state.extras.get("pdf_refunds")) is not None and entry is not None:
+            await refunds.refund(charge)  # kept open in the journal while metering is unavailable
         else:
             await access.refund(charge)
 

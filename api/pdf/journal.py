@@ -22,7 +22,8 @@ and the sweep stops, for the start after. A journal is made under a hidden name,
 never sees an unlocked journal of a live process.
 
 A forced stop that cannot refund a stopped render's charge (metering unreachable) reopens it in this process's
-journal the same way (``ChargeJournal.charged`` again), for the next start.
+journal the same way (``ChargeJournal.charged`` again), for the next start; so does a failed render's refund
+while metering is unavailable (``api.pdf.refunds``), retried meanwhile, each retry settling it first.
 """
 
 from __future__ import annotations
@@ -137,8 +138,9 @@ class ChargeJournal:
     def path(self) -> Path:
         return self._file.path
 
-    def charged(self, charge: Charge, reopened: bool = False) -> Entry | None:
-        """Record a charge just made, or (``reopened``) one a forced stop could not refund, for the next start.
+    def charged(self, charge: Charge, reopened: str | None = None) -> Entry | None:
+        """Record a charge just made, or (``reopened``: why) one that could not be refunded now: a forced stop's
+        ("stop"), or a refund waiting for metering ("retry"), for a retry or the next start.
         None when there is nothing to record (an unmetered or free charge) or it could not be written (logged: a
         kill during this render would keep its charge, as without a journal)."""
         day = charge.info.get("day")
@@ -153,7 +155,7 @@ class ChargeJournal:
             record = {"op": "charged", "id": entry.id, "key": caller.key_id, "plan": caller.plan, "api": caller.api,
                       "day": day, "cu": charge.cost}
             if reopened:
-                record["reopened"] = "stop"
+                record["reopened"] = reopened
             self._file.append(record)
         except OSError as exc:
             log.warning("pdf: the charge of %d CU to key %s could not be recorded in the charge journal (%s): if "
