@@ -22,6 +22,13 @@ MAX_DAYS = HISTORY_MAX_DAYS
 
 
 def _days(request: Request) -> int:
+    # A parameter given twice is refused, as the PDF endpoint refuses it: which one was meant is a guess.
+    seen: set[str] = set()
+    for name, _value in request.query_params.multi_items():
+        if name in seen:
+            example = f", for example ?days={DEFAULT_DAYS}" if name == "days" else ""
+            raise ApiError(400, "BAD_REQUEST", f"`{name[:50]}` is given more than once; give it once{example}")
+        seen.add(name)
     raw = request.query_params.get("days", str(DEFAULT_DAYS))
     try:
         days = int(raw)

@@ -117,7 +117,8 @@ class SentimentRequest:
 
 def resolve_range(req: SentimentRequest, anchor: datetime | None) -> tuple[datetime, datetime] | None:
     """``[first bucket start, last bucket end)``; missing ``until`` is the anchor (``newest_dated``), missing
-    ``since`` the default number of buckets before it. None when there is nothing to anchor to."""
+    ``since`` the default number of buckets before it. None when there is nothing to anchor to. A ``since`` after
+    ``until``, given or the anchor, is a RangeError."""
     try:
         return _resolve_range(req, anchor)
     except OverflowError:  # e.g. until 9999-12-31: its bucket ends past the last representable time
@@ -131,10 +132,17 @@ def _resolve_range(req: SentimentRequest, anchor: datetime | None) -> tuple[date
             f"`since` ({iso_ms(req.since.at)}) is after `until` ({iso_ms(req.until.upper_exclusive() - _US)}): "
             "pass the earlier instant as `since`"
         )
+    if req.since is not None and req.until is None and anchor is not None and req.since.at > anchor:
+        # The default `until` is the anchor: a `since` after it is a reversed range, refused as an explicit one is
+        # (it could only answer nothing, and charge for it).
+        raise RangeError(
+            f"`since` ({iso_ms(req.since.at)}) is after `until`, which defaults to the snapshot's newest dated "
+            f"article ({iso_ms(anchor)}): pass an earlier `since`, or an `until` after it too"
+        )
     if req.until is not None:
         last = req.until.upper_exclusive() - _US
     elif anchor is not None:
-        last = max(anchor, req.since.at) if req.since is not None else anchor
+        last = anchor
     else:
         return None
     end = bucket_start(last, req.interval) + step

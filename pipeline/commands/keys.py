@@ -162,11 +162,26 @@ def revoke(
         typer.echo(f"revoked {key_id}; a running API refuses it within about a second")
 
 
+MAX_GRACE_HOURS = 720.0  # 30 days: long enough to move any client, short enough that an old key surely ends
+
+
+def _check_grace(value: float) -> float:
+    """--grace-hours: a finite number of hours from 0 to ``MAX_GRACE_HOURS``, refused as a usage error (exit 2)
+    before anything is written (a huge or infinite one left an old secret that never expires)."""
+    if not 0.0 <= value <= MAX_GRACE_HOURS:  # also NaN, which compares false
+        raise typer.BadParameter(
+            f"must be a number of hours from 0 to {MAX_GRACE_HOURS:g} (30 days) (got {value:g}); "
+            "0 stops the previous key at once"
+        )
+    return value
+
+
 @keys_app.command("rotate")
 def rotate(
     key_id: str = typer.Argument(..., metavar="ID", help="Key id from `keys list`."),
     grace_hours: float = typer.Option(
-        24.0, "--grace-hours", min=0.0, help="How long the previous key keeps working (0: stops at once)."
+        24.0, "--grace-hours", callback=_check_grace,
+        help=f"How long the previous key keeps working, 0 to {MAX_GRACE_HOURS:g} hours (0: stops at once).",
     ),
     as_json: bool = json_option(help='Print {"id", "key", "plan", "apis"} as JSON.'),
 ) -> None:
