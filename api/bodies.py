@@ -6,6 +6,25 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from starlette.requests import ClientDisconnect, Request
+
+from api.errors import ApiError
+
+
+async def read(request: Request, limit: int, too_big: ApiError) -> bytearray:
+    """The body, at most ``limit`` bytes (``too_big`` beyond). A client that hangs up before it has sent the whole
+    body gets a 400 it will never read: an ordinary event, not an internal failure (it was logged as one)."""
+    body = bytearray()
+    try:
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > limit:
+                raise too_big
+    except ClientDisconnect:
+        raise ApiError(400, "INCOMPLETE_BODY", "the connection closed before the whole request body arrived; "
+                       "send it again") from None
+    return body
+
 
 def loads(body: bytes | bytearray, object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None) -> Any:
     """The decoded body. `ValueError` says what is wrong: not JSON, not UTF-8, nested too deeply for the parser

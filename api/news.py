@@ -227,11 +227,8 @@ class NewsComponent:
                 415, "UNSUPPORTED_MEDIA_TYPE",
                 f"send the query as JSON with Content-Type: application/json (got {content_type or 'none'!r})",
             )
-        body = bytearray()
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > MAX_BODY_BYTES:
-                raise ApiError(413, "PAYLOAD_TOO_LARGE", f"the request body is over {MAX_BODY_BYTES // 1024} KB")
+        too_big = ApiError(413, "PAYLOAD_TOO_LARGE", f"the request body is over {MAX_BODY_BYTES // 1024} KB")
+        body = await bodies.read(request, MAX_BODY_BYTES, too_big)
         try:
             payload = bodies.loads(body)
         except ValueError as exc:

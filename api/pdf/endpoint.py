@@ -64,11 +64,7 @@ async def read_raw(request: Request) -> dict[str, Any]:
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > MAX_BODY:
         raise too_big
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_BODY:
-            raise too_big
+    body = await bodies.read(request, MAX_BODY, too_big)
     try:
         data = bodies.loads(body, object_pairs_hook=_once_each)
     except ValueError as exc:
