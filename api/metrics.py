@@ -9,10 +9,16 @@ Compute units are counted from each keyed response's final ``X-CU-Cost`` (a refu
 API its route charges. PDF queue depth and browser restarts are read from the PDF pool at scrape time. The
 ``record_cu`` hook takes no app handle: it updates the metrics of the app whose request or lifespan is running
 (a context variable set by the middleware), else of the app started last in this process.
+
+Several workers (``serve --workers N``): a scrape reports the whole server, whichever worker answers it
+(``api.metrics_shared``). Each worker copies its PDF pool's queue depth and browser restarts into its files every
+``POOL_READ_SECONDS``, so the other workers' part of them is at most that old. The snapshot gauges are the
+answering worker's: every worker opens the newest published snapshot within CRYPTOWIRE_SNAPSHOT_POLL_SECONDS.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from contextvars import ContextVar
@@ -23,12 +29,14 @@ import anyio.to_thread
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import choose_encoder
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Mount, Route
 
 from api.access import APIS
+from api.metrics_shared import claim_worker, drop_dead_workers, shared_dir
 from api.snapshots import Snapshot, SnapshotManager
 
 Scope = MutableMapping[str, Any]
@@ -39,12 +47,16 @@ UNMATCHED = "unmatched"
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 # From a cached GraphQL page (sub-millisecond) to a slow PDF (up to the 60 s deadline).
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+POOL_READ_SECONDS = 1.0  # how often each of several workers copies its PDF pool's state into its files
 
 
 class Metrics:
     """One app's metrics on a registry of its own."""
 
     def __init__(self, snapshots: Callable[[], SnapshotManager | None] | None = None) -> None:
+        self.shared = shared_dir()
+        if self.shared is not None:
+            claim_worker(self.shared)  # before this process makes its first value
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.requests = Counter(
@@ -55,19 +67,27 @@ class Metrics:
             "cryptowire_http_request_duration_seconds", "Time to answer a request, by route template and method.",
             ["route", "method"], buckets=LATENCY_BUCKETS, registry=r,
         )
-        self.in_progress = Gauge("cryptowire_http_requests_in_progress", "Requests being answered.", registry=r)
+        self.in_progress = Gauge("cryptowire_http_requests_in_progress", "Requests being answered.", registry=r,
+                                 multiprocess_mode="livesum")
         self.cu_charged = Counter(
             "cryptowire_cu_charged", "Compute units charged to access keys, by API.", ["api"], registry=r
         )
         for api in APIS:  # present (at 0) from the start, so rate() works from the first charge
             self.cu_charged.labels(api)
-        self.pdf_queue_depth = Gauge("cryptowire_pdf_queue_depth", "PDF requests waiting for a renderer.", registry=r)
+        self.pdf_queue_depth = Gauge("cryptowire_pdf_queue_depth", "PDF requests waiting for a renderer.", registry=r,
+                                     multiprocess_mode="livesum")
         self.browser_restarts = Counter(
             "cryptowire_pdf_browser_restarts", "Chromium browsers replaced (age, memory or crash).", registry=r
         )
         self._restarts_seen = 0
         self.snapshot = SnapshotCollector(snapshots or (lambda: None))
         r.register(self.snapshot)
+        self.exposed = r  # what a scrape reports
+        if self.shared is not None:  # every worker's files (this one's included), not this worker's values
+            self.exposed = CollectorRegistry()
+            MultiProcessCollector(self.exposed, str(self.shared))
+            self.exposed.register(self.snapshot)
+        self.pool_reader: asyncio.Task[None] | None = None
 
     def observe(self, route: str, method: str, status: int, seconds: float) -> None:
         method = method if method in METHODS else "OTHER"
@@ -79,7 +99,7 @@ class Metrics:
             self.cu_charged.labels(api if api in APIS else "other").inc(cost)
 
     def read_pdf_pool(self, pool: Any) -> None:
-        """Queue depth and browser restarts, read from the PDF pool at scrape time."""
+        """Queue depth and browser restarts, read from the PDF pool at scrape time (and often, with several workers)."""
         if pool is None:
             return
         self.pdf_queue_depth.set(getattr(pool, "_waiting", 0))
@@ -92,9 +112,17 @@ class Metrics:
     async def render(self, accept: str = "", pdf_pool: Any = None) -> tuple[bytes, str]:
         """The exposition (body, content type): the classic text format, or OpenMetrics when ``accept`` asks."""
         self.read_pdf_pool(pdf_pool)
+        if self.shared is not None:
+            drop_dead_workers(self.shared)
         await self.snapshot.prepare()
         encoder, content_type = choose_encoder(accept)
-        return encoder(self.registry), content_type
+        return encoder(self.exposed), content_type
+
+    async def read_pdf_pool_often(self, state: Any) -> None:
+        """With several workers: a scrape reads the other workers' pool state from their files, so keep it fresh."""
+        while True:
+            await asyncio.sleep(POOL_READ_SECONDS)
+            self.read_pdf_pool(state.extras.get("pdf_pool"))
 
 
 class SnapshotCollector(Collector):
@@ -280,13 +308,19 @@ async def startup(state: Any) -> None:
     from api.overview import ensure_snapshots
 
     await ensure_snapshots(state)
-    _started.append(metrics_for(state))
+    m = metrics_for(state)
+    _started.append(m)
+    if m.shared is not None:
+        m.pool_reader = asyncio.create_task(m.read_pdf_pool_often(state))
 
 
 async def shutdown(state: Any) -> None:
     from api.overview import release_snapshots
 
     m = state.extras.get(_KEY)
+    if m is not None and m.pool_reader is not None:
+        m.pool_reader.cancel()
+        m.pool_reader = None
     if m is not None and m in _started:
         _started.remove(m)
     await release_snapshots(state)

@@ -192,6 +192,12 @@ class Settings(BaseSettings):
         by the next start (api/pdf/journal.py)."""
         return self.home / "run" / "pdf-charges"
 
+    @property
+    def metrics_dir(self) -> Path:
+        """With ``serve --workers N``: one directory per server of its workers' metric files, which /metrics adds
+        up (api/metrics_shared.py)."""
+        return self.home / "run" / "metrics"
+
     def as_env(self) -> dict[str, str]:
         """These settings as ``CRYPTOWIRE_*`` variables, paths made absolute: a child process started in another
         directory (``cryptowire dev``) sees exactly these values, whatever it finds in its own .env."""

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 if TYPE_CHECKING:
+    from api.metrics_shared import ServerDir
     from warehouse.config import Settings
 
 REDACTED = "***"
@@ -72,10 +73,36 @@ def run_server(host: str, port: int, workers: int = 1, log_level: str = "info", 
     """Run ``api.app:create_app`` under uvicorn (blocks until stopped)."""
     import uvicorn
 
-    uvicorn.run(
-        "api.app:create_app", factory=True, host=host, port=port, workers=workers, log_level=log_level,
-        log_config=log_config(log_format, stdout_free), proxy_headers=False, server_header=False,
-    )
+    shared = share_metrics(workers)
+    try:
+        uvicorn.run(
+            "api.app:create_app", factory=True, host=host, port=port, workers=workers, log_level=log_level,
+            log_config=log_config(log_format, stdout_free), proxy_headers=False, server_header=False,
+        )
+    finally:
+        if shared is not None:
+            shared.remove()
+
+
+def share_metrics(workers: int) -> ServerDir | None:
+    """With several workers, a directory of this server's under the data home through which /metrics adds up
+    every worker's values (api.metrics_shared); named in the environment here, so that every worker, restarted ones
+    included, inherits it. One worker keeps its values in memory, as before."""
+    if workers < 2:
+        return None
+    import os
+
+    from api.metrics_shared import MULTIPROC_ENV, share_between_workers
+    from pipeline.commands.output import fail
+    from warehouse.config import get_settings
+
+    root = get_settings().metrics_dir.absolute()
+    try:
+        shared = share_between_workers(root)
+    except OSError as exc:
+        fail(f"cannot make the metrics directory of the {workers} workers in {root} ({exc})")
+    os.environ[MULTIPROC_ENV] = str(shared.path)
+    return shared
 
 
 def check_platform_store(settings: Settings) -> None:
