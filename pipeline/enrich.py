@@ -36,11 +36,14 @@ ON CONFLICT (id) DO UPDATE SET
     authors = excluded.authors, categories = excluded.categories, image_url = excluded.image_url,
     published_at = excluded.published_at, date_inferred = excluded.date_inferred, language = excluded.language,
     model_version = CASE WHEN articles.content_hash = excluded.content_hash THEN articles.model_version END,
-    tagger_version = CASE WHEN articles.content_hash = excluded.content_hash THEN articles.tagger_version END,
+    -- a moved link is tagged again: the tags' stamp (tagged_at) is what makes the next publish serve the new link
+    tagger_version = CASE WHEN articles.content_hash = excluded.content_hash
+                           AND articles.url IS NOT DISTINCT FROM excluded.url THEN articles.tagger_version END,
     content_hash = excluded.content_hash
 WHERE articles.content_hash <> excluded.content_hash
    OR articles.published_at <> excluded.published_at
    OR articles.date_inferred IS DISTINCT FROM excluded.date_inferred
+   OR articles.url IS DISTINCT FROM excluded.url
 """
 
 CHUNK = 4096  # rows scored and written per step: bounds memory on a large backfill

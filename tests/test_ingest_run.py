@@ -442,3 +442,51 @@ def test_the_first_source_s_edit_applies_when_an_earlier_feed_carries_a_copy(
     row = article(con, link)
     assert (row["source_name"], row["title"]) == ("B", "Original, corrected")
     assert report.updated == 1 and [r.items_updated for r in report.results] == [0, 1]
+
+
+def test_an_item_whose_link_moved_stays_one_article(
+    con: duckdb.DuckDBPyConnection, settings: Settings, local_server: LocalServer
+) -> None:
+    """A publisher edits a slug (same guid) or moves to https (same link but for the scheme): the item keeps its
+    id and its link is updated in place, not stored a second time (which counted its sentiment twice)."""
+    def feed(slug: str, scheme: str, title: str = "Cardano governance vote passes") -> str:
+        return rss(
+            item(title, f"http://ed.example/{slug}", guid="e-1", pub="Mon, 03 Mar 2025 10:00:00 +0000"),
+            item("SOL rallies", f"{scheme}://good.example/sol", guid=f"{scheme}://good.example/sol", permalink=True,
+                 pub="Mon, 03 Mar 2025 11:00:00 +0000"),
+            item("ETH slides", f"{scheme}://www.good.example/eth/", pub="Mon, 03 Mar 2025 12:00:00 +0000"),
+        )
+
+    feeds = [Feed("Edit", local_server.url("/f.xml"))]
+    local_server.routes["/f.xml"] = static(feed("e1", "http"), RSS)
+    ingest(con, feeds, settings)
+    ids = dict(con.execute("SELECT guid, id FROM raw_articles WHERE guid = 'e-1'").fetchall())
+    before = sorted(r[0] for r in con.execute("SELECT id FROM raw_articles").fetchall())
+
+    local_server.routes["/f.xml"] = static(feed("e1-cardano-governance-vote", "https", "Cardano vote passes"), RSS)
+    second = ingest(con, feeds, settings)
+
+    assert (second.new, second.updated) == (0, 3)
+    after = con.execute("SELECT id, url, title FROM raw_articles ORDER BY id").fetchall()
+    assert sorted(r[0] for r in after) == before
+    assert {r[1] for r in after} == {"http://ed.example/e1-cardano-governance-vote", "https://good.example/sol",
+                                     "https://www.good.example/eth/"}
+    assert dict(con.execute("SELECT guid, id FROM raw_articles WHERE guid = 'e-1'").fetchall()) == ids
+
+
+def test_a_guid_reused_for_another_item_is_not_taken_for_a_moved_link(
+    con: duckdb.DuckDBPyConnection, settings: Settings, local_server: LocalServer
+) -> None:
+    """Some feeds number their items (guid 1, 2, ...): a new item under an old number, with another title and
+    date, is a new article; the stored one keeps its text."""
+    feeds = [Feed("Numbered", local_server.url("/n.xml"))]
+    local_server.routes["/n.xml"] = static(rss(
+        item("First story", "https://n.example/first", guid="1", pub="Mon, 03 Mar 2025 10:00:00 +0000")), RSS)
+    ingest(con, feeds, settings)
+    local_server.routes["/n.xml"] = static(rss(
+        item("Second story", "https://n.example/second", guid="1", pub="Tue, 04 Mar 2025 10:00:00 +0000")), RSS)
+    second = ingest(con, feeds, settings)
+
+    assert (second.new, second.updated) == (1, 0)
+    assert sorted(r[0] for r in con.execute("SELECT title FROM raw_articles").fetchall()) == [
+        "First story", "Second story"]

@@ -8,6 +8,8 @@ These functions do not open transactions: the caller wraps a whole run in ``ware
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
+from typing import NamedTuple
 
 import duckdb
 import polars as pl
@@ -85,7 +87,8 @@ ON CONFLICT (id) DO UPDATE SET
     updated_at = excluded.updated_at
 WHERE {_same_source("raw_articles", "excluded")}
   AND (raw_articles.content_hash <> excluded.content_hash
-       OR (raw_articles.date_inferred AND NOT excluded.date_inferred))
+       OR (raw_articles.date_inferred AND NOT excluded.date_inferred)
+       OR raw_articles.url IS DISTINCT FROM excluded.url)
 """
 
 
@@ -116,6 +119,57 @@ def stored_sources(con: duckdb.DuckDBPyConnection, ids: list[str]) -> dict[str, 
     return {r[0]: (r[1], r[2]) for r in rows}
 
 
+def existing_ids(con: duckdb.DuckDBPyConnection, ids: list[str]) -> set[str]:
+    """The ids among ``ids`` that ``raw_articles`` holds."""
+    if not ids:
+        return set()
+    rows = con.execute("SELECT id FROM raw_articles WHERE id IN (SELECT unnest(?::VARCHAR[]))", [ids]).fetchall()
+    return {r[0] for r in rows}
+
+
+class MovedAsk(NamedTuple):
+    """An item new by its link: is it stored under another link by its source (``stored_as``)?"""
+
+    aid: str
+    feed_url: str
+    source_name: str
+    guid: str | None  # None: not to be matched by guid
+    title: str
+    published_at: datetime | None  # None: inferred
+    variants: list[str]  # ids of the link's variants
+
+
+def stored_as(con: duckdb.DuckDBPyConnection, asks: list[MovedAsk]) -> dict[str, str]:
+    """``{new id: stored id}``: for each ask, the one row of the same source (feed URL or name) with the guid and
+    the same title or real publication time, or else the one row under a variant of the link; none when several
+    match."""
+    if not asks:
+        return {}
+    frame = pl.DataFrame(
+        [tuple(a) for a in asks], orient="row",
+        schema={"aid": pl.String(), "feed_url": pl.String(), "source_name": pl.String(), "guid": pl.String(),
+                "title": pl.String(), "published_at": pl.Datetime("us"), "variants": pl.List(pl.String())},
+    )
+    con.register("moved_asks", frame.to_arrow())
+    try:
+        rows = con.execute(f"""
+            WITH by_guid AS (
+                SELECT q.aid, r.id FROM moved_asks q JOIN raw_articles r ON r.guid = q.guid
+                WHERE q.guid IS NOT NULL AND {_same_source("r", "q")}
+                  AND (r.title = q.title OR (NOT r.date_inferred AND r.published_at = q.published_at))
+            ), by_link AS (
+                SELECT q.aid, r.id FROM (SELECT aid, feed_url, source_name, unnest(variants) AS vid FROM moved_asks) q
+                JOIN raw_articles r ON r.id = q.vid WHERE {_same_source("r", "q")}
+            ), picked AS (
+                SELECT aid, list(DISTINCT id) AS ids, 1 AS rank FROM by_guid GROUP BY aid
+                UNION ALL SELECT aid, list(DISTINCT id), 2 FROM by_link GROUP BY aid
+            )
+            SELECT aid, arg_min(ids, rank) FROM picked GROUP BY aid""").fetchall()
+    finally:
+        con.unregister("moved_asks")
+    return {aid: ids[0] for aid, ids in rows if len(ids) == 1}
+
+
 def merge_articles(con: duckdb.DuckDBPyConnection, frame: pl.DataFrame) -> tuple[set[str], set[str]]:
     """Upsert a batch (ids must be unique in it); returns ``(new ids, updated ids)``.
 
@@ -133,7 +187,8 @@ def merge_articles(con: duckdb.DuckDBPyConnection, frame: pl.DataFrame) -> tuple
             SELECT i.id, r.id IS NULL
             FROM incoming_articles i LEFT JOIN raw_articles r ON r.id = i.id
             WHERE r.id IS NULL
-               OR ({_same_source("r", "i")} AND (r.content_hash <> i.content_hash OR (r.date_inferred AND NOT i.date_inferred)))
+               OR ({_same_source("r", "i")} AND (r.content_hash <> i.content_hash OR (r.date_inferred AND NOT i.date_inferred)
+                                                  OR r.url IS DISTINCT FROM i.url))
             """
         ).fetchall()
         con.execute(_MERGE_SQL)

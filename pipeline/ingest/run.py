@@ -5,7 +5,10 @@ Rules a run follows (text rules: ``pipeline/ingest/clean.py``):
 * **Identity** — ``id`` is ``a_`` + 16 hex digits of sha256 of the canonical URL; an item without a usable
   link is keyed by its feed URL and guid; one with neither by its feed URL and title. The same article in
   two feeds, or twice in one, is one row: the first occurrence wins (feeds in file order, items in
-  document order), and the row keeps the source that first brought it.
+  document order), and the row keeps the source that first brought it. An item whose link changed keeps the
+  id it was stored under (its link is updated in place) when its source stored one item with the same guid, or
+  with the same link but for http/https, ``www.`` or a trailing ``/`` (:func:`_moved`): publishers edit slugs
+  and move to https, and the one story must not become two articles.
 * **Dates** — ``published_at`` is the item's publication date (else its update date) in UTC, to the second.
   When it is missing or unreadable, later than ``fetched_at`` + 1 day, or before 1995, it is replaced by
   ``fetched_at`` (cut to the second) and ``date_inferred`` is true. An inferred date never overwrites a real one; a real date
@@ -266,6 +269,7 @@ def _merge(con: duckdb.DuckDBPyConnection, active: list[Feed], got_all: _Downloa
             note = f"{untitled} items skipped: no title"
             result.warning = f"{result.warning}; {note}" if result.warning else note
 
+    copies = _moved(con, copies)
     articles, owner = _one_row_each(con, copies)
     t_built = time.perf_counter()
     crash_point("ingest:fetched")
@@ -334,6 +338,55 @@ def _row(aid: str, entry: Entry, feed: Feed, fetched_at: datetime, language: str
         "date_inferred": inferred, "fetched_at": fetched_at, "updated_at": fetched_at, "language": language,
         "content_hash": content_hash(entry),
     }
+
+
+def _link_variants(url: str) -> list[str]:
+    """The same link but for the scheme, a leading ``www.`` and a trailing ``/``: what a site move or a template
+    change alters while the article stays the same."""
+    scheme, _, rest = url.partition("://")
+    if scheme not in ("http", "https") or not rest:
+        return []
+    host, slash, path = rest.partition("/")
+    bare = host.removeprefix("www.")
+    path = slash + path
+    paths = {path, path.rstrip("/") or "/", path if path.endswith("/") or "?" in path else path + "/"}
+    return [f"{s}://{h}{p}" for s in ("http", "https") for h in {bare, "www." + bare} for p in paths
+            if f"{s}://{h}{p}" != url]
+
+
+def _moved(con: duckdb.DuckDBPyConnection, copies: dict[str, list[tuple[int, Feed, dict]]],
+           ) -> dict[str, list[tuple[int, Feed, dict]]]:
+    """``copies`` with each item that is new by its link, but stored by its source under another link (the same
+    guid, or a variant of the link: :func:`_link_variants`), moved to the stored id; its link is then updated in
+    place. Only a single stored match counts, never an id this run also lists (then both are distinct items), and
+    a guid only when the feed gives it to no other item in this run and the stored item has the same title or the
+    same publication time (some feeds reuse guids: one for every item, or the item's position)."""
+    stored = raw.existing_ids(con, list(copies))
+    fresh = {aid: found for aid, found in copies.items() if aid not in stored}
+    if not fresh:
+        return copies
+    guid_uses: dict[tuple[str, str], int] = {}
+    for found in copies.values():
+        for _, feed, row in found:
+            if row["guid"]:
+                guid_uses[(feed.url, row["guid"])] = guid_uses.get((feed.url, row["guid"]), 0) + 1
+    asks: list[raw.MovedAsk] = []
+    for aid, found in fresh.items():
+        _, feed, row = found[0]
+        guid = row["guid"] if row["guid"] and guid_uses[(feed.url, row["guid"])] == 1 else None
+        variants = [f"a_{_digest(v, 16)}" for v in _link_variants(row["url"])] if row["url"] else []
+        if guid or variants:
+            when = None if row["date_inferred"] else row["published_at"]
+            asks.append(raw.MovedAsk(aid, feed.url, feed.name, guid, row["title"], when, variants))
+    found_ids = raw.stored_as(con, asks)
+    out = dict(copies)
+    for aid, old in found_ids.items():
+        if old in copies:  # the old link is in this run too: two items
+            continue
+        moved = [(i, f, {**row, "id": old}) for i, f, row in out.pop(aid)]
+        out[old] = moved
+        log.info("article %s: its link changed to %s; kept under its id", old, moved[0][2]["url"])
+    return out
 
 
 def _one_row_each(con: duckdb.DuckDBPyConnection, copies: dict[str, list[tuple[int, Feed, dict]]],
