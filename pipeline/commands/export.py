@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,6 +28,17 @@ TABLES = (
 )
 FORMATS = {".parquet": "parquet", ".csv": "csv"}  # --out's suffix -> the format it names
 COMPRESSIONS = {".gz": "gzip", ".zst": "zstd"}  # a CSV --out's suffix -> the compression DuckDB gives it
+
+
+def directory_tail(text: str) -> str | None:
+    """What makes ``text`` name a directory whatever is on disk: a trailing separator, or a last part ``.``
+    (``Path`` drops both, so that ``Path("newdir/")`` would name a file ``newdir``); None when it names none."""
+    seps = tuple(s for s in (os.sep, os.altsep) if s)
+    if text.endswith(seps):
+        return text[-1]
+    if text.endswith(tuple(s + "." for s in seps)):
+        return text[-2:]
+    return None
 
 
 def partial_path(out: Path) -> Path:
@@ -130,9 +142,9 @@ def register(app: typer.Typer) -> None:
         fmt: str | None = typer.Option(
             None, "--format", help="parquet or csv (default: the one --out's suffix names, else parquet)."
         ),
-        out: Path = typer.Option(
-            ..., "--out", help="File to write, in a directory that exists (written as .NAME.partial beside it, "
-            "renamed to NAME when complete)."
+        out_text: str = typer.Option(
+            ..., "--out", metavar="<path>", help="File to write, in a directory that exists (written as .NAME.partial "
+            "beside it, renamed to NAME when complete)."
         ),
         as_json: bool = json_option(help="Print the result as JSON."),
     ) -> None:
@@ -141,10 +153,22 @@ def register(app: typer.Typer) -> None:
 
         if table not in TABLES:
             fail(f"unknown table {table!r}: choose one of {', '.join(TABLES)}")
+        out = Path(out_text)  # drops a trailing "/": read from out_text whether --out names a directory
         named = FORMATS.get(out.suffix.lower())  # a.csv is CSV; a.txt or a says nothing
         fmt = fmt or named or "parquet"
         if fmt not in FORMATS.values():
             fail(f"unknown format {fmt!r}: choose parquet or csv")
+        tail = directory_tail(out_text)
+        if tail:  # "newdir/" would otherwise be written as a file named newdir
+            example = out / f"{table}.{fmt}"
+            if out.is_dir():  # as require_out_dir says it
+                fail(f"--out {out_text} is a directory: name the file to write, e.g. --out {example}")
+            if out.exists():
+                fail(f"--out {out_text} names a directory (it ends in {tail}), but {out} is not one: name the file "
+                     f"to write without the {tail}, e.g. --out {out}")
+            fail(f"--out {out_text} names a directory (it ends in {tail}), and {out} does not exist: name the file "
+                 f"to write, e.g. --out {example}, in a directory that exists (mkdir -p {shlex.quote(str(out))} "
+                 "first)")
         if named and named != fmt:
             fail(f"--format {fmt} but --out {out} names a {named} file: name it {out.with_suffix('.' + fmt).name}, "
                  "or leave out --format (the suffix chooses)")

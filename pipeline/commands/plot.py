@@ -154,9 +154,30 @@ def _fitting(since: Instant | None, until: Instant | None, anchor: datetime | No
     return None
 
 
+def _check_range(ctx: typer.Context, since: str, until: str, since_at: Instant, until_at: Instant,
+                 interval: str | None) -> None:
+    """With both --since and --until the range is the command line's alone: one that cannot be served (reversed,
+    or too wide for its interval) is a mistake in it whatever the snapshot holds, refused as a usage error (exit 2)
+    before the snapshot is opened. (With --since alone the range ends at the snapshot's newest dated article: its
+    errors depend on the data, and exit 1.)"""
+    from warehouse.trends import RangeError, SentimentRequest, resolve_range
+
+    if since_at.at >= until_at.upper_exclusive():
+        raise typer.BadParameter(
+            f"--since {since} is after --until {until}: swap them (--since is where the range starts, --until the "
+            "last day or instant it covers)", ctx=ctx, param_hint=["--since", "--until"])
+    name = interval.upper() if interval else (_fitting(since_at, until_at, None) or "WEEK")
+    try:
+        resolve_range(SentimentRequest("", name, since_at, until_at), None)
+    except RangeError as exc:
+        hint = ["--since", "--until"] + (["--interval"] if interval else [])
+        raise typer.BadParameter(_range_advice(exc) if exc.problem else str(exc), ctx=ctx, param_hint=hint) from None
+
+
 def register(app: typer.Typer) -> None:
     @plot_app.command("sentiment")
     def sentiment(
+        ctx: typer.Context,
         ticker: str = typer.Option(..., "--ticker", callback=_check_ticker, help="The ticker, e.g. BTC."),
         out: Path = typer.Option(..., "--out", help="The image file to write: .png, .svg or .pdf, in a directory "
                                  "that exists."),
@@ -184,11 +205,13 @@ def register(app: typer.Typer) -> None:
             sentiment_series,
         )
 
+        # Read and checked already by the options' callbacks (a bad value exits 2 with the usage).
+        since_at, until_at = (parse_instant(v) if v is not None else None for v in (since, until))
+        if since_at is not None and until_at is not None:
+            _check_range(ctx, since, until, since_at, until_at, interval)  # a usage error, as the callbacks'
         if out.suffix.lower() not in IMAGE_SUFFIXES:
             fail(f"--out {out}: name a .png, .svg or .pdf file (the chart is written in the format its suffix names)")
         require_out_dir(out, f"{ticker.lower()}{out.suffix}")
-        # Read and checked already by the options' callbacks (a bad value exits 2 with the usage).
-        since_at, until_at = (parse_instant(v) if v is not None else None for v in (since, until))
         settings = get_settings()
         con, path = open_latest_snapshot(settings.snapshots_dir)
         try:
@@ -202,7 +225,7 @@ def register(app: typer.Typer) -> None:
             name = interval.upper() if interval else ("DAY" if since_at is None else fits or "WEEK")
             try:
                 series = sentiment_series(con, SentimentRequest(ticker, name, since_at, until_at), facts)
-            except RangeError as exc:  # the same advice as `assetSentiment`'s, in this command's terms
+            except RangeError as exc:  # --since alone (see _check_range): the same advice as `assetSentiment`'s
                 fail(_range_advice(exc) if exc.problem else f"{exc} (here: --since, --until, --interval)")
             known = bool(series["buckets"]) or known_ticker(con, ticker)
         except duckdb.Error as exc:

@@ -93,6 +93,18 @@ def _http_error(status: int, reason: str, retry_after: str | None) -> str:
     return error
 
 
+def _redirected(resp: httpx.Response, error: str) -> str:
+    """``error``, for an answer reached through redirects, naming the URL that gave it: the url in the feeds file
+    still redirects, so it is that url (or the publisher's redirect) that needs fixing, not a missing feed there."""
+    hops = ", ".join(str(r.status_code) for r in resp.history)
+    via = f"redirected (HTTP {hops}) to {resp.url}, which answered"
+    if resp.status_code in (404, 410):
+        return (f"{via} {f'HTTP {resp.status_code} {resp.reason_phrase}'.strip()}: the redirect leads to no feed; "
+                "fix the feed's url in the feeds file (or tell the publisher its redirect is broken), "
+                "or set enabled: false")
+    return f"{via} {error}"
+
+
 async def _http_once(
     client: httpx.AsyncClient, out: Fetched, validators: Validators | None, cap: int
 ) -> None:
@@ -112,9 +124,12 @@ async def _http_once(
             await resp.aread()  # empty; reading it hands the connection back to the pool for reuse
             return
         if resp.status_code >= 500:
-            raise _Retryable(f"HTTP {resp.status_code} {resp.reason_phrase}".strip())
+            error = f"HTTP {resp.status_code} {resp.reason_phrase}".strip()
+            raise _Retryable(_redirected(resp, error) if resp.history else error)
         if not 200 <= resp.status_code < 300:
             out.error = _http_error(resp.status_code, resp.reason_phrase, resp.headers.get("retry-after"))
+            if resp.history:  # the url in the feeds file redirects: name where to, and who answered the error
+                out.error = _redirected(resp, out.error)
             return
         buf = bytearray()
         chunks = resp.aiter_bytes(CHUNK)
