@@ -490,3 +490,23 @@ def test_a_guid_reused_for_another_item_is_not_taken_for_a_moved_link(
     assert (second.new, second.updated) == (1, 0)
     assert sorted(r[0] for r in con.execute("SELECT title FROM raw_articles").fetchall()) == [
         "First story", "Second story"]
+
+
+def test_a_feed_of_too_many_items_keeps_its_first_with_a_warning(
+    con: duckdb.DuckDBPyConnection, settings: Settings, local_server: LocalServer
+) -> None:
+    """A document of thousands of small items (one cut at the size cap held 77,000) would hold the run for hours:
+    its first items are kept (feeds list the newest first), the rest dropped, and the feed's health says so."""
+    many = rss(*(item(f"Item {i}", f"https://many.example/{i}", pub="Mon, 03 Mar 2025 10:00:00 +0000")
+                 for i in range(12)))
+    local_server.routes["/many.xml"] = static(many, RSS)
+    local_server.routes["/a.xml"] = static(three_items(), RSS)
+    report = ingest(con, [Feed("Many", local_server.url("/many.xml")), Feed("A", local_server.url("/a.xml"))],
+                    settings.model_copy(update={"feed_max_items": 5}))
+
+    assert report.new == 8
+    assert sorted(r[0] for r in con.execute("SELECT title FROM raw_articles WHERE source_name = 'Many'").fetchall()) == [
+        f"Item {i}" for i in range(5)]
+    warning = con.execute("SELECT warning FROM feed_fetches WHERE feed_name = 'Many'").fetchall()[0][0]
+    assert "12 items" in warning and "kept the first 5" in warning and "CRYPTOWIRE_FEED_MAX_ITEMS" in warning
+    assert con.execute("SELECT warning FROM feed_fetches WHERE feed_name = 'A'").fetchall() == [(None,)]

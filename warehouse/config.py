@@ -68,6 +68,11 @@ class Settings(BaseSettings):
     fetch_read_timeout: float = Field(default=15.0, gt=0, description="Seconds between bytes from a feed host.")
     fetch_deadline: float = Field(default=120.0, gt=0, description="Seconds for one whole ingestion run.")
     fetch_max_bytes: int = Field(default=10 * 1024 * 1024, ge=1024, description="Feed bodies are cut at this size.")
+    feed_max_items: int = Field(
+        default=2000, ge=1,
+        description="Items read from one feed document, in document order (feeds list the newest first); the rest "
+                    "are dropped with a warning. A feed of small items cut at the size cap held 77,000.",
+    )
     fetch_max_redirects: int = Field(default=5, ge=0, description="Redirects followed per feed.")
     fetch_retries: int = Field(default=2, ge=0, description="Retries on timeouts and 5xx (with backoff).")
     user_agent: str = Field(

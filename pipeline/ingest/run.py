@@ -195,6 +195,7 @@ def _download(
                 content_type=got.content_type,
                 truncated=got.truncated,
             )
+            parsed[got.url] = _capped(parsed[got.url], settings.feed_max_items)
         except FeedParseError as exc:
             parsed[got.url] = exc
         except Exception as exc:  # a parser bug on one odd document must not sink the other feeds
@@ -338,6 +339,18 @@ def _row(aid: str, entry: Entry, feed: Feed, fetched_at: datetime, language: str
         "date_inferred": inferred, "fetched_at": fetched_at, "updated_at": fetched_at, "language": language,
         "content_hash": content_hash(entry),
     }
+
+
+def _capped(feed: ParsedFeed | FeedParseError, most: int) -> ParsedFeed | FeedParseError:
+    """At most ``most`` items of a document (its first: feeds list the newest first), with a warning beyond: one
+    odd feed of thousands of items would hold the run (scoring, stories) for hours."""
+    if isinstance(feed, FeedParseError) or len(feed.entries) <= most:
+        return feed
+    note = (f"{len(feed.entries)} items, more than a feed holds: kept the first {most} "
+            "(CRYPTOWIRE_FEED_MAX_ITEMS raises the limit)")
+    feed.entries = feed.entries[:most]
+    feed.warning = f"{feed.warning}; {note}" if feed.warning else note
+    return feed
 
 
 def _link_variants(url: str) -> list[str]:
