@@ -79,6 +79,22 @@ def missing_embeddings(con: duckdb.DuckDBPyConnection, ids: list[str], encoder: 
     return sorted(r[0] for r in rows)
 
 
+def stale_embeddings(con: duckdb.DuckDBPyConnection, ids: list[str], encoder: str) -> list[str]:
+    """Of ``ids`` (articles in no story yet), those to embed: no row by ``encoder``, or a row computed before the
+    article last changed. A new title or summary is re-scored in the transaction that stores it (``enrich``), so
+    ``enriched_at`` after ``computed_at`` may mean other text: a run stopped after embedding an article must not
+    group it later by its old text. (Re-scored without an edit, it is embedded again: a few seconds, rarely.)"""
+    if not ids:
+        return []
+    rows = con.execute(
+        "SELECT i.id FROM (SELECT unnest(?::VARCHAR[]) AS id) i "
+        "LEFT JOIN article_embeddings e ON e.article_id = i.id AND e.encoder = ? LEFT JOIN articles a ON a.id = i.id "
+        "WHERE e.article_id IS NULL OR e.computed_at < a.enriched_at",
+        [ids, encoder],
+    ).fetchall()
+    return sorted(r[0] for r in rows)
+
+
 def save_embeddings(con: duckdb.DuckDBPyConnection, rows: list[tuple[Any, ...]], encoder: str, now: datetime) -> None:
     """``rows``: ``(article_id, text_vec, title_vec, numbers, title_numbers, sent_vecs)`` (sent_vecs flat)."""
     con.executemany(
