@@ -28,6 +28,7 @@ from tests.support.servers import (
     REDIS_MISSING,
     _as_postgres,
     free_port,
+    reachable_by_postgres,
     redis_server,
 )
 from warehouse.config import Settings
@@ -64,6 +65,8 @@ def pg_ctl(tmp_path: Path, url: str, action: str) -> None:
     opts = f"-p {urlsplit(url).port} -k {work / 'pgsock'} -c listen_addresses=127.0.0.1 -c fsync=off"
     args = ["-m", "fast", "-w", "stop"] if action == "stop" else ["-l", str(work / "postgres.log"), "-o", opts,
                                                                      "-w", "-t", "60", "start"]
+    if action != "stop":
+        reachable_by_postgres(work)
     subprocess.run([str(PG_BINDIR / "pg_ctl"), "-D", str(work / "pgdata"), *args],  # type: ignore[operator]
                    check=True, capture_output=True, **_as_postgres())  # type: ignore[arg-type]
 

@@ -51,6 +51,17 @@ def _as_postgres() -> dict[str, object]:
     return {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": []}
 
 
+def reachable_by_postgres(workdir: Path) -> None:
+    """Let the postgres user reach ``workdir`` through the tmp tree. Called before every start: each pytest session
+    sets /tmp/pytest-of-<user> back to 0700, so another session started meanwhile (two runs on one machine) cuts a
+    cluster off from its own files."""
+    if not _as_postgres():
+        return
+    for parent in workdir.parents:
+        if str(parent).startswith(("/tmp", "/var/tmp")) and parent != Path("/tmp"):
+            os.chmod(parent, os.stat(parent).st_mode | 0o011)
+
+
 @contextmanager
 def postgres_server(workdir: Path) -> Iterator[str]:
     """A fresh Postgres cluster; yields its URL ``postgresql://postgres@127.0.0.1:PORT/postgres``."""
@@ -65,10 +76,7 @@ def postgres_server(workdir: Path) -> Iterator[str]:
         pw = pwd.getpwnam("postgres")
         for p in (workdir, sockdir):
             os.chown(p, pw.pw_uid, pw.pw_gid)
-        # the postgres user must be able to reach workdir through the tmp tree
-        for parent in workdir.parents:
-            if str(parent).startswith(("/tmp", "/var/tmp")) and parent != Path("/tmp"):
-                os.chmod(parent, os.stat(parent).st_mode | 0o011)
+        reachable_by_postgres(workdir)
     subprocess.run(
         [str(PG_BINDIR / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"],
         check=True, capture_output=True, **creds,  # type: ignore[arg-type]
@@ -76,6 +84,7 @@ def postgres_server(workdir: Path) -> Iterator[str]:
     port = free_port()
     log = workdir / "postgres.log"
     opts = f"-p {port} -k {sockdir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
+    reachable_by_postgres(workdir)
     subprocess.run(
         [str(PG_BINDIR / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", opts, "-w", "-t", "60", "start"],
         check=True, capture_output=True, **creds,  # type: ignore[arg-type]
