@@ -26,7 +26,16 @@ TABLES = (
 )
 
 NO_HOME = "no data home yet: `cryptowire materialize` (or `cryptowire up`) creates it and fills it"
+# A data home with published snapshots and no warehouse: an API machine's copy of the writer's snapshots/
+# (deploy/README.md). Materializing here would build a second warehouse and snapshot, and record its runs in the
+# shared Dagster instance as if they were the writer's.
+SERVES_COPIES = ("this data home serves snapshots copied from the writer machine; `cryptowire materialize` runs "
+                 "on the writer machine only (it publishes them: copy its snapshots/ here, parts first, CURRENT "
+                 "last): running it here would build a second warehouse (deploy/README.md)")
 QUEUED = ("QUEUED", "NOT_STARTED")
+# A run created and never launched nor queued: a launch that failed (the webserver lost its database, a crash
+# between creating the run and submitting it) leaves it so. No process runs it.
+NOT_STARTED = "NOT_STARTED"
 WARNING_SHOWN = 100  # characters of a feed's warning in the text output (the JSON has all of it)
 
 # Per feed URL its last fetch; in_last_run is false for a feed the newest ingestion run did not fetch (disabled,
@@ -75,6 +84,7 @@ class Published:
     tag: str | None
     created_at: datetime | None
     marks: dict[str, str | None]
+    contents: dict[str, int] | None = None  # a set's articles, events and parts (its manifest says)
 
 
 def _published(current: Path) -> Published:
@@ -88,7 +98,9 @@ def _published(current: Path) -> Published:
         created = datetime.fromisoformat(manifest["created_at"]) if manifest.get("created_at") else None
         marks = manifest.get("watermarks") or {}
         fallback = created.isoformat(sep=" ") if created else None
-        return Published(manifest.get("tag"), created, {t: marks.get(t, fallback) for t in SOURCES})
+        contents = {k: manifest[k] for k in ("articles", "events") if isinstance(manifest.get(k), int)}
+        contents["parts"] = len(manifest.get("parts") or [])
+        return Published(manifest.get("tag"), created, {t: marks.get(t, fallback) for t in SOURCES}, contents)
     import duckdb
 
     con = duckdb.connect(str(current), read_only=True)
@@ -117,7 +129,8 @@ def _behind(con: Any, names: set[str], published: Published) -> dict[str, int]:
     return {t: n for t, n in behind.items() if n}
 
 
-def _warehouse(settings: Settings, published: Published | None = None) -> dict[str, Any]:
+def _warehouse(settings: Settings, published: Published | None = None, serving: bool = False) -> dict[str, Any]:
+    """``serving``: the data home has a published snapshot (``CURRENT`` names one)."""
     import duckdb
 
     from warehouse import db
@@ -126,6 +139,8 @@ def _warehouse(settings: Settings, published: Published | None = None) -> dict[s
     if not settings.home.is_dir():
         return {"exists": False, "hint": NO_HOME}
     if not path.exists():
+        if serving:  # an API machine's home: snapshots copied from the writer, never a warehouse of its own
+            return {"exists": False, "serves_copies": True, "hint": SERVES_COPIES}
         return {"exists": False, "hint": "run `cryptowire materialize` to create it"}
     try:
         con = db.connect(path, read_only=True)
@@ -180,6 +195,8 @@ def _asset_outcome(run: Any, events: tuple[set[str], set[str]], asset: str, step
         return "materialized"
     if run.is_finished:
         return "skipped"
+    if run.status.value == NOT_STARTED:  # never launched nor queued: nothing will run it (see _not_started)
+        return "not started"
     if dead:
         return "interrupted"
     # not launched yet: a run the Dagster UI queued waits for the daemon, which may not be running
@@ -262,11 +279,30 @@ def _runs(settings: Settings) -> dict[str, Any]:
                            "stale": stale})
     runs = [
         {"run_id": r.run_id, "status": r.status, "pid": r.pid, "host": r.host, "since": r.since, "alive": r.alive,
-         "why": r.reason}
+         "why": _not_started(instance, r.since) if r.status == NOT_STARTED else r.reason}
         for r in unfinished.values()
     ]
     return {"assets": assets, "checks": checks, "runs_in_progress": runs, **_queued(instance),
             **_instance_note(settings)}
+
+
+def _not_started(instance: Any, since: str | None) -> str:
+    """What a NOT_STARTED run is and what ends it. Nothing runs it and Dagster cannot terminate it as it can a
+    queued or started run; the daemon fails it (Dagster's run monitoring counts its start timeout from the run's
+    creation; cryptowire's recover_dead_runs sensor after HEARTBEAT_TIMEOUT without an event)."""
+    from pipeline.recovery import HEARTBEAT_TIMEOUT
+
+    ends = []
+    if instance.run_monitoring_enabled and instance.run_monitoring_start_timeout_seconds > 0:
+        ends.append(f"the Dagster daemon's run monitoring marks it failed "
+                    f"{instance.run_monitoring_start_timeout_seconds:.0f} s after it was created")
+    ends.append(f"`cryptowire doctor` (and the daemon's recover_dead_runs sensor) marks it failed once it has "
+                f"been silent {HEARTBEAT_TIMEOUT:.0f} s")
+    ends.append("or delete it in the Dagster UI (Runs; plain Terminate refuses a run that never started, "
+                "\"Force termination immediately\" marks it canceled)")
+    return (f"created {_shown(since)} and never launched nor queued: its launch failed (the webserver or daemon "
+            f"lost its database, or crashed while submitting it); no process runs it and it will not start: "
+            f"{'; '.join(ends)}")
 
 
 def _instance_note(settings: Settings) -> dict[str, Any]:
@@ -302,8 +338,11 @@ def _serving(settings: Settings) -> tuple[dict[str, Any], Published | None]:
             published = _published(current)
         except (OSError, ValueError, KeyError, IndexError, duckdb.Error):  # replaced meanwhile: it still serves
             return {"current": current.name, "complete": True, "problem": None}, None
-        return {"current": current.name, "complete": True, "problem": None, "tag": published.tag,
-                "published_at": iso_utc(published.created_at)}, published
+        found = {"current": current.name, "complete": True, "problem": None, "tag": published.tag,
+                 "published_at": iso_utc(published.created_at)}
+        if published.contents is not None:  # a set: what it serves, and its newest change per table
+            found |= {"contents": published.contents, "watermarks": published.marks}
+        return found, published
     problem = "it is missing or damaged: run `cryptowire doctor` to point CURRENT at the newest complete one"
     return {"current": current.name, "complete": False, "problem": problem}, None
 
@@ -327,7 +366,7 @@ def _lag(behind: dict[str, int] | None) -> str | None:
 
 def collect(settings: Settings) -> dict[str, Any]:
     serving, published = _serving(settings)
-    found = _warehouse(settings, published)
+    found = _warehouse(settings, published, serving=serving["current"] is not None)
     if published is not None:  # behind is None when a run holds the warehouse: unknown, not up to date
         serving["behind"] = found.pop("behind", None)
         serving["lag"] = _lag(serving["behind"])
@@ -366,11 +405,13 @@ def render(report: dict[str, Any]) -> str:
         lines.append(NO_HOME)
         return "\n".join(lines)
     runs_error = [f"runs: UNAVAILABLE, {report['runs_error']}"] if report.get("runs_error") else []
-    if not report.get("exists"):
+    if report.get("serves_copies"):  # no warehouse by design: what this home serves is shown below
+        lines.append(f"no warehouse here: {report.get('hint', '')}")
+    elif not report.get("exists"):
         lines.append(f"no warehouse yet: {report.get('hint', '')}")
         # a run queued in the Dagster UI may be what creates it
         return "\n".join(lines + runs_error + _queue_lines(report))
-    if report.get("error"):  # held by a run: tables and feeds wait, what the instance knows is shown
+    elif report.get("error"):  # held by a run: tables and feeds wait, what the instance knows is shown
         lines.append(report["error"])
     else:
         lines.append("tables:")
@@ -383,9 +424,15 @@ def render(report: dict[str, Any]) -> str:
         when = f", published {_shown(serving['published_at'])}" if serving.get("published_at") else ""
         tag = f", tag {serving['tag']}" if serving.get("tag") else ""
         lines.append(f"serving snapshot: {serving['current']} (complete){when}{tag}")
+        if report.get("serves_copies") and serving.get("contents"):  # no warehouse to count: the set's manifest
+            held = serving["contents"]
+            what = ", ".join(f"{held[k]} {k}" for k in ("articles", "events", "parts") if k in held)
+            marks = ", ".join(f"{t} {m[:19]}" for t, m in (serving.get("watermarks") or {}).items()
+                              if m and not m.startswith("0001-"))  # 0001-01-01: the table is empty
+            lines.append(f"  serves {what}" + (f"; newest change per table: {marks}" if marks else ""))
         if serving.get("lag"):
             lines.append(f"  BEHIND: {serving['lag']}")
-            if any(r["alive"] for r in report.get("runs_in_progress") or []):
+            if any(r["alive"] and r["status"] != NOT_STARTED for r in report.get("runs_in_progress") or []):
                 lines.append("  (a run is in progress, listed below: it publishes when it finishes, unless "
                              "it fails)")
     else:
@@ -405,9 +452,9 @@ def render(report: dict[str, Any]) -> str:
     if report.get("runs_in_progress"):
         lines.append("runs not finished:")
         for r in report["runs_in_progress"]:
-            state = "running" if r["alive"] else "DEAD"
+            state = "not started" if r["status"] == NOT_STARTED else "running" if r["alive"] else "DEAD"
             lines.append(f"  {r['run_id'][:8]} {r['status']:<9} {state:<8} since {_shown(r['since'])}: {r['why']}")
-        if any(not r["alive"] for r in report["runs_in_progress"]):
+        if any(not r["alive"] and r["status"] != NOT_STARTED for r in report["runs_in_progress"]):
             lines.append("  the next `cryptowire materialize` repairs dead runs by itself; `cryptowire doctor` does it now")
     lines += _queue_lines(report)
     if report.get("checks"):
