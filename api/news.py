@@ -154,7 +154,8 @@ class NewsComponent:
             plan, cost = self._plan(prepared, query, variables, operation_name)
             if plan.needs_snapshot and self.snapshots.current is None:
                 raise ApiError(
-                    503, "NOT_READY", "no serving snapshot is loaded yet: run the pipeline (`cryptowire materialize`)",
+                    503, "NOT_READY", "no serving snapshot is loaded yet: run `cryptowire materialize` on the writer "
+                    "machine (on an API machine, copy the writer's snapshots/ here, parts first)",
                     {"Retry-After": "5"},
                 )
             charge = await access.reserve(caller, cost)

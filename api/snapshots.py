@@ -171,7 +171,8 @@ class SnapshotManager:
                 return False
             if path is None:
                 if self.current is None:
-                    self.error = f"no snapshot published in {self.snapshots_dir} yet: run `cryptowire materialize`"
+                    self.error = (f"no snapshot published in {self.snapshots_dir} yet: run `cryptowire materialize` "
+                                  "on the writer machine (on an API machine, copy its snapshots/ here)")
                 return False
             if self.current is not None and self.current.name == path.name:
                 return False
