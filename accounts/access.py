@@ -99,6 +99,7 @@ class MeteredAccess:
         self._probe_due = 0.0  # monotonic time of the next readiness probe
         self._problem: str | None = None  # what the last probe found wrong
         self._probe: asyncio.Task[None] | None = None  # the last probe, which may outlive its wait
+        self._pings: list[tuple[str, asyncio.Future[None]]] = []  # its pings, by what they reach
         self._refunds: dict[asyncio.Task[None], Charge] = {}  # refunds retried until the counters answer
         self._closing = asyncio.Event()
         self._down_until = 0.0  # monotonic time until which requests are refused without trying (FAIL_FAST_SECONDS)
@@ -175,12 +176,23 @@ class MeteredAccess:
             try:
                 await asyncio.wait_for(asyncio.shield(self._probe), PROBE_TIMEOUT)
             except TimeoutError:
-                self._problem = f"metering's Redis or Postgres store did not answer within {PROBE_TIMEOUT:g} s"
+                slow = sorted({name for name, ping in self._pings if not ping.done()}) or ["Redis or platform store"]
+                self._problem = f"metering's {' and '.join(slow)} did not answer within {PROBE_TIMEOUT:g} s"
         return self._problem
 
+    def _store_name(self, part: object) -> str:
+        """What a limiter's or counters' ping reaches, for /readyz: Redis, or the platform store they live in."""
+        store = getattr(part, "store", None)
+        if store is None:
+            return "Redis"
+        return "SQLite store" if isinstance(store, SqliteStore) else "Postgres store"
+
     async def _run_probe(self) -> None:
+        # one task per server, so that a probe that times out names the one that did not answer
+        self._pings = [(self._store_name(part), asyncio.ensure_future(part.ping()))
+                       for part in (self._limiter, self._counters)]
         try:  # the counters ping the store when they live in it (always so on Postgres)
-            await asyncio.gather(self._limiter.ping(), self._counters.ping())
+            await asyncio.gather(*(ping for _, ping in self._pings))
             self._problem = None
         except MeteringUnavailable as exc:
             log.warning("metering unavailable: %s", exc)

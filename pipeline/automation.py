@@ -107,12 +107,19 @@ ARTICLE_DAYS = dg.DailyPartitionsDefinition(start_date="2009-01-03", timezone="U
 def score_days_on_workers(context: dg.OpExecutionContext) -> dg.Output[None]:
     from datetime import timedelta
 
-    from pipeline.backfill import run_backfill
+    from pipeline.backfill import WorkersIdle, run_backfill
     from warehouse.config import get_settings
 
     window = context.partition_time_window
     since, until = window.start.date(), (window.end - timedelta(days=1)).date()
-    report = run_backfill(get_settings(), since, until, say=context.log.info)
+    settings = get_settings()
+    try:
+        # Bounded while no worker makes progress: runs waiting on absent workers would fill the instance's
+        # max_concurrent_runs and keep `poll_feeds` queued, stopping ingestion.
+        report = run_backfill(settings, since, until, say=context.log.info,
+                              idle_timeout=settings.worker_wait_seconds)
+    except WorkersIdle as exc:
+        raise dg.Failure(str(exc)) from None
     if not report.ok:
         failed = [f"{p.day}: {p.error}" for p in report.partitions if p.status != "merged"]
         raise dg.Failure(f"partitions not merged: {'; '.join(failed)}")

@@ -60,6 +60,10 @@ class BackfillTimeout(Exception):
     pass
 
 
+class WorkersIdle(BackfillTimeout):
+    """No worker took a queued partition, and none of this backfill's finished, for ``idle_timeout`` seconds."""
+
+
 class RedisUnreachable(Exception):
     pass
 
@@ -78,17 +82,21 @@ def _unscored(con: Any, part: Any, model_version: str, tagger_version: str) -> i
 
 
 def _finished(pending: dict[str, Any], results: dict[str, Any], outcomes: dict[str, PartitionOutcome],
-              say: Callable[[str], None]) -> list[tuple[Any, dict | None]]:
-    """The queued days whose task ended: (part, its result), or (part, None) for a task that failed."""
+              say: Callable[[str], None], states: dict[str, str] | None = None) -> list[tuple[Any, dict | None]]:
+    """The queued days whose task ended: (part, its result), or (part, None) for a task that failed. ``states``
+    gets each pending task's state as read (PENDING, STARTED once a worker took it, SUCCESS, FAILURE)."""
     from pipeline.workers import app
 
     done: list[tuple[Any, dict | None]] = []
     for task_id, part in pending.items():
         res = results[task_id] or app.AsyncResult(task_id)
         results[task_id] = res
-        if res.state == "SUCCESS":
+        state = res.state
+        if states is not None:
+            states[task_id] = state
+        if state == "SUCCESS":
             done.append((part, res.result))
-        elif res.state == "FAILURE":
+        elif state == "FAILURE":
             outcome = outcomes[part.input_id]
             outcome.status, outcome.error = "failed", f"{type(res.result).__name__}: {res.result}"
             say(f"partition {part.day} failed: {outcome.error}")
@@ -128,12 +136,19 @@ def run_backfill(
     timeout: float | None = None,
     wait_timeout: float | None = None,
     say: Callable[[str], None] = print,
+    idle_timeout: float | None = None,
 ) -> BackfillReport:
+    """Export, queue and merge the days ``since``..``until``. ``timeout`` bounds the whole wait for the workers;
+    ``idle_timeout`` bounds only a wait without progress (``WorkersIdle``): for that long no worker took a
+    partition off the queue (this backfill's or another's) and none of this backfill's finished. A partition a
+    worker took counts as progress for up to ``worker_visibility_timeout`` after it was taken (past it Redis hands
+    it to another worker). Either way the days not done stay queued, as after a kill: a worker that takes them
+    leaves its result on disk, which the same backfill run again merges without computing it again."""
     from models.sentiment.model import int8_model_version
     from models.tagging import get_tagger
     from pipeline.partitions import export_partitions
     from pipeline.runlock import exclusive
-    from pipeline.workers import configure, queue
+    from pipeline.workers import QUEUE, configure, queue
     from warehouse import db
 
     if until < since:
@@ -185,6 +200,12 @@ def run_backfill(
 
     redis_lost: float | None = None
     checked = time.monotonic()
+    # Progress, for idle_timeout: a task of ours changing state (taken, finished), or the shared queue getting
+    # shorter (workers busy with other backfills' days, e.g. the other runs of a Dagster backfill).
+    progress = time.monotonic()
+    states: dict[str, str] = {}
+    taken_at: dict[str, float] = {}
+    queue_length: int | None = None
     while pending:
         done: list[tuple[Any, dict | None]] = []
         try:
@@ -199,7 +220,21 @@ def run_backfill(
                     pending = dict(zip([r.id for r in sent], parts_left, strict=True))
                     results = {task_id: None for task_id in pending}
                     client.set(marker, "queued", ex=MARKER_SECONDS)
-            done = _finished(pending, results, outcomes, say)
+                    progress, states, taken_at = time.monotonic(), {}, {}
+            seen: dict[str, str] = {}
+            done = _finished(pending, results, outcomes, say, seen)
+            if idle_timeout is not None:
+                now = time.monotonic()
+                if any(states.get(task_id, "PENDING") != state for task_id, state in seen.items()):
+                    progress = now
+                for task_id, state in seen.items():
+                    if state == "STARTED":
+                        taken_at.setdefault(task_id, now)
+                states = seen
+                length = client.llen(QUEUE)
+                if queue_length is not None and length < queue_length:
+                    progress = now
+                queue_length = length
         except (RedisConnectionError, RedisTimeoutError, OperationalError, redis.RedisError) as exc:
             # Redis restarting: the next poll reconnects (the workers reconnect by themselves too)
             redis_lost = redis_lost or time.monotonic()
@@ -235,6 +270,19 @@ def run_backfill(
                     f"gave up after {timeout:g} s with {len(pending)} partition(s) not done ({days}); are workers "
                     "running (`cryptowire worker`)? They stay queued: run the same backfill again to merge them"
                 )
+            if idle_timeout is not None:
+                # a day a worker took is given the visibility timeout to finish (after it, Redis hands it on)
+                busy_until = max((taken_at[t] + settings.worker_visibility_timeout for t in pending if t in taken_at),
+                                 default=0.0)
+                if time.monotonic() - max(progress, busy_until) > idle_timeout:
+                    days = ", ".join(sorted(p.day.isoformat() for p in pending.values()))
+                    raise WorkersIdle(
+                        f"no worker took or finished a partition for {idle_timeout:g} s "
+                        f"(CRYPTOWIRE_WORKER_WAIT_SECONDS), with {len(pending)} partition(s) not done ({days}): start "
+                        "`cryptowire worker` against the same CRYPTOWIRE_REDIS_URL (and CRYPTOWIRE_HOME), then run "
+                        "these partitions again. They stay queued: a worker that takes them leaves the result for "
+                        "the next run to merge, without scoring them again"
+                    )
             time.sleep(POLL_SECONDS)
     try:
         client.delete(marker)

@@ -33,7 +33,8 @@ def dagster_yaml(settings: Settings) -> str:
     if settings.database_url:
         text += (
             "\n# Added by cryptowire because CRYPTOWIRE_DATABASE_URL is set: runs, event logs, schedules and sensors"
-            "\n# live in Postgres, shared by the daemon, the webserver, `cryptowire materialize` on any machine.\n"
+            "\n# live in Postgres, shared by the daemon, the webservers and the cryptowire commands of every machine; runs"
+            "\n# (the daemon's, `cryptowire materialize`) happen on the writer machine only: it keeps the one warehouse.\n"
             f"storage:\n  postgres:\n    postgres_url: {json.dumps(dagster_postgres_url(settings.database_url))}\n"
         )
     return text
@@ -101,6 +102,14 @@ def open_instance(settings: Settings, write: bool = True) -> Any:
     """The data home's Dagster instance (``prepare_dagster_home``), or ``InstanceError`` at once when its Postgres
     cannot be reached: one connection attempt first, instead of Dagster's retries and traceback."""
     home = prepare_dagster_home(settings, write)
+    probe_instance(home)
+    return dg.DagsterInstance.get()
+
+
+def probe_instance(home: Path) -> None:
+    """``InstanceError`` at once when the Postgres that ``home``'s dagster.yaml keeps the instance in cannot be
+    reached (one connection attempt, ``PROBE_TIMEOUT``); nothing for an instance on SQLite. ``cryptowire daemon``
+    and ``webserver`` call it before they become Dagster, which would retry for ~14 s and print tracebacks."""
     url = written_postgres_url(home / "dagster.yaml")
     if url:
         import psycopg2
@@ -115,7 +124,6 @@ def open_instance(settings: Settings, write: bool = True) -> Any:
                 f"cannot reach the Dagster instance's Postgres at {postgres_where(url)} (CRYPTOWIRE_DATABASE_URL): "
                 f"{reason}; start that server, or set CRYPTOWIRE_DATABASE_URL to the one that holds it"
             ) from None
-    return dg.DagsterInstance.get()
 
 
 @dataclass

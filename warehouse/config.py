@@ -117,6 +117,13 @@ class Settings(BaseSettings):
         "handed to another worker. Longer than the slowest partition takes: a live worker past it gets a twin "
         "(harmless, partitions are idempotent, but wasted work).",
     )
+    worker_wait_seconds: float = Field(
+        default=900.0, gt=0,
+        description="The Dagster job `articles_on_workers` fails (and frees its run slot) when, for this long, no "
+        "worker took any queued partition and none of the run's partitions finished: no `cryptowire worker` is "
+        "running. Not a bound on total time: a partition a worker took counts as progress for up to "
+        "CRYPTOWIRE_WORKER_VISIBILITY_TIMEOUT.",
+    )
 
     # --- serving ---------------------------------------------------------------
     host: str = Field(default="127.0.0.1", description="Address `cryptowire serve` binds.")

@@ -321,11 +321,12 @@ def run_dagster(argv: list[str], quiet: str | None = None) -> NoReturn:
     child: a supervisor's SIGTERM reaches Dagster itself, and nothing is left running when it stops."""
     import sys
 
-    from pipeline.jobs import InstanceError, prepare_dagster_home
+    from pipeline.jobs import InstanceError, prepare_dagster_home, probe_instance
 
     settings = _settings()
     try:
         home = prepare_dagster_home(settings)
+        probe_instance(home)  # an unreachable Postgres: one line now, not Dagster's retries and tracebacks
     except InstanceError as exc:
         fail(str(exc))
     typer.echo(f"DAGSTER_HOME={home}")
