@@ -496,9 +496,9 @@ def test_a_feed_of_too_many_items_keeps_its_first_with_a_warning(
     con: duckdb.DuckDBPyConnection, settings: Settings, local_server: LocalServer
 ) -> None:
     """A document of thousands of small items (one cut at the size cap held 77,000) would hold the run for hours:
-    its first items are kept (feeds list the newest first), the rest dropped, and the feed's health says so."""
-    many = rss(*(item(f"Item {i}", f"https://many.example/{i}", pub="Mon, 03 Mar 2025 10:00:00 +0000")
-                 for i in range(12)))
+    its newest items are kept, whatever the document's order, the rest dropped, and the feed's health says so."""
+    many = rss(*(item(f"Item {i}", f"https://many.example/{i}", pub=f"Mon, 03 Mar 2025 {20 - i:02d}:00:00 +0000")
+                 for i in (5, 6, 7, 8, 9, 10, 11, 0, 1, 2, 3, 4)))  # oldest first but for the newest five
     local_server.routes["/many.xml"] = static(many, RSS)
     local_server.routes["/a.xml"] = static(three_items(), RSS)
     report = ingest(con, [Feed("Many", local_server.url("/many.xml")), Feed("A", local_server.url("/a.xml"))],
@@ -508,5 +508,34 @@ def test_a_feed_of_too_many_items_keeps_its_first_with_a_warning(
     assert sorted(r[0] for r in con.execute("SELECT title FROM raw_articles WHERE source_name = 'Many'").fetchall()) == [
         f"Item {i}" for i in range(5)]
     warning = con.execute("SELECT warning FROM feed_fetches WHERE feed_name = 'Many'").fetchall()[0][0]
-    assert "12 items" in warning and "kept the first 5" in warning and "CRYPTOWIRE_FEED_MAX_ITEMS" in warning
+    assert "12 items" in warning and "kept the newest 5" in warning and "CRYPTOWIRE_FEED_MAX_ITEMS" in warning
     assert con.execute("SELECT warning FROM feed_fetches WHERE feed_name = 'A'").fetchall() == [(None,)]
+
+
+def test_a_numbered_guid_under_a_repeated_title_is_a_new_article(
+    con: duckdb.DuckDBPyConnection, settings: Settings, local_server: LocalServer
+) -> None:
+    """A daily column under one title, numbered by position: tomorrow's is another article, not today's edited
+    (from a review: the second run overwrote the first's row)."""
+    feeds = [Feed("Daily", local_server.url("/d.xml"))]
+    for day, pub in (("03", "Mon, 03 Mar 2025 18:00:00 +0000"), ("04", "Tue, 04 Mar 2025 18:00:00 +0000")):
+        local_server.routes["/d.xml"] = static(rss(
+            item("Crypto market wrap", f"https://d.example/2025/03/{day}/wrap", guid="1", pub=pub)), RSS)
+        ingest(con, feeds, settings)
+    assert con.execute("SELECT count(*) FROM raw_articles").fetchall() == [(2,)]
+
+
+def test_two_items_claiming_one_stored_article_are_both_kept(
+    con: duckdb.DuckDBPyConnection, settings: Settings, local_server: LocalServer
+) -> None:
+    """The stored item moved (same guid and date) while another item appears at a variant of its old link: neither
+    may take the stored row (from a review: one vanished and the other overwrote the stored article)."""
+    feeds = [Feed("Two", local_server.url("/t.xml"))]
+    local_server.routes["/t.xml"] = static(rss(
+        item("Alpha", "https://www.t.example/a", guid="g1", pub="Mon, 03 Mar 2025 10:00:00 +0000")), RSS)
+    ingest(con, feeds, settings)
+    local_server.routes["/t.xml"] = static(rss(
+        item("Alpha", "https://www.t.example/a-edited", guid="g1", pub="Mon, 03 Mar 2025 10:00:00 +0000"),
+        item("Beta", "https://t.example/a/", pub="Tue, 04 Mar 2025 10:00:00 +0000")), RSS)
+    ingest(con, feeds, settings)
+    assert sorted(r[0] for r in con.execute("SELECT title FROM raw_articles").fetchall()) == ["Alpha", "Alpha", "Beta"]

@@ -337,3 +337,44 @@ def test_a_refund_deferred_while_metering_is_locked_survives_a_stop_and_the_next
             following.stop()
         assert _refund_lines(following.output(), key_id, _today()) == 1, following.output()
         assert _used(home, key_id) == 0
+
+
+def test_a_kill_9_while_a_deferred_refund_waits_for_metering_leaves_it_to_the_next_start(tmp_path: Path) -> None:
+    """As above, but the server is killed outright while metering is still locked: each refund attempt waits at
+    most a second (its journal entry is settled meanwhile), then the charge is open in the journal again, so the
+    kill loses nothing (from a review: the first attempt waited SQLite's 10 s with the charge in no journal)."""
+    from tests.support.httpserver import Reply
+
+    home = tmp_path / "home"
+    home.mkdir()
+    key_id, key = new_key(home, "killed while deferred")
+    with LocalServer() as page:
+        hold = threading.Event()
+        page.routes["/late"] = lambda req: (hold.wait(60), Reply(404))[1]
+        server = ServeProcess(home, page.port)
+        blocker = sqlite3.connect(Settings(home=home).platform_db, isolation_level=None)
+        try:
+            failed = Render(server, key, page.url("/late"))
+            assert wait_for(lambda: page.hits("/late") > 0, 60), server.output()
+            blocker.execute("BEGIN IMMEDIATE")
+            hold.set()
+            time.sleep(3)  # the refund was asked and refused; its retries wait for the lock
+            server.kill9()
+        finally:
+            hold.set()
+            blocker.execute("ROLLBACK") if blocker.in_transaction else None
+            blocker.close()
+            with contextlib.suppress(Exception):
+                server.kill9()
+        failed.thread.join(30)
+        assert _used(home, key_id) == COST
+        assert [r["cu"] for rs in _journals(home).values() for r in _open_charges(rs)] == [COST], server.output()
+
+        following = ServeProcess(home, page.port, prewarm=False)
+        try:
+            assert wait_for(lambda: _used(home, key_id) == 0, 30), following.output()
+            time.sleep(0.5)
+        finally:
+            following.stop()
+        assert _refund_lines(following.output(), key_id, _today()) == 1, following.output()
+        assert _used(home, key_id) == 0

@@ -133,33 +133,36 @@ class MovedAsk(NamedTuple):
     aid: str
     feed_url: str
     source_name: str
-    guid: str | None  # None: not to be matched by guid
-    title: str
+    guid: str | None
+    by_guid: bool  # false: the guid is not the item's own (the feed gave it to another item too)
     published_at: datetime | None  # None: inferred
     variants: list[str]  # ids of the link's variants
 
 
 def stored_as(con: duckdb.DuckDBPyConnection, asks: list[MovedAsk]) -> dict[str, str]:
     """``{new id: stored id}``: for each ask, the one row of the same source (feed URL or name) with the guid and
-    the same title or real publication time, or else the one row under a variant of the link; none when several
-    match."""
+    the same real publication time (a guid alone is not enough: some feeds number their items, and a daily column
+    repeats its title), or else the one row under a variant of the link whose guid does not differ (guids that
+    are links move with the link); none when several match."""
     if not asks:
         return {}
     frame = pl.DataFrame(
         [tuple(a) for a in asks], orient="row",
         schema={"aid": pl.String(), "feed_url": pl.String(), "source_name": pl.String(), "guid": pl.String(),
-                "title": pl.String(), "published_at": pl.Datetime("us"), "variants": pl.List(pl.String())},
+                "by_guid": pl.Boolean(), "published_at": pl.Datetime("us"), "variants": pl.List(pl.String())},
     )
     con.register("moved_asks", frame.to_arrow())
     try:
         rows = con.execute(f"""
             WITH by_guid AS (
                 SELECT q.aid, r.id FROM moved_asks q JOIN raw_articles r ON r.guid = q.guid
-                WHERE q.guid IS NOT NULL AND {_same_source("r", "q")}
-                  AND (r.title = q.title OR (NOT r.date_inferred AND r.published_at = q.published_at))
+                WHERE q.by_guid AND {_same_source("r", "q")} AND NOT r.date_inferred AND r.published_at = q.published_at
             ), by_link AS (
-                SELECT q.aid, r.id FROM (SELECT aid, feed_url, source_name, unnest(variants) AS vid FROM moved_asks) q
-                JOIN raw_articles r ON r.id = q.vid WHERE {_same_source("r", "q")}
+                SELECT q.aid, r.id
+                FROM (SELECT aid, feed_url, source_name, guid, unnest(variants) AS vid FROM moved_asks) q
+                JOIN raw_articles r ON r.id = q.vid
+                WHERE {_same_source("r", "q")} AND (r.guid IS NULL OR q.guid IS NULL OR r.guid = q.guid
+                                                     OR (r.guid ^@ 'http' AND q.guid ^@ 'http'))  -- links: moved too
             ), picked AS (
                 SELECT aid, list(DISTINCT id) AS ids, 1 AS rank FROM by_guid GROUP BY aid
                 UNION ALL SELECT aid, list(DISTINCT id), 2 FROM by_link GROUP BY aid

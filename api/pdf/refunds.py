@@ -18,6 +18,9 @@ from api.access import Charge
 from api.pdf.journal import ChargeJournal, Entry
 
 log = logging.getLogger("cryptowire.pdf")
+# The longest one refund attempt waits for metering (SQLite's write lock held elsewhere). Its journal entry is
+# settled during the attempt, so a kill then loses the refund: the window is kept this short.
+ATTEMPT_SECONDS = 1.0
 
 
 class Refunds:
@@ -34,7 +37,7 @@ class Refunds:
             return
         charge.info["refunded"] = True
         try:
-            await self.access.give_back(charge)
+            await self.access.give_back(charge, within=ATTEMPT_SECONDS)
             return
         except MeteringUnavailable as exc:
             why = str(exc)
@@ -56,7 +59,7 @@ class Refunds:
             if not self.journal.settled(entry, "refunded"):
                 return  # logged; the journal still holds it open, so the next start refunds it
             try:
-                await self.access.give_back(charge)
+                await self.access.give_back(charge, within=ATTEMPT_SECONDS)
             except MeteringUnavailable:
                 again = self.journal.charged(charge, reopened="retry")
                 if again is None:

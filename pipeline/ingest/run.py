@@ -342,13 +342,20 @@ def _row(aid: str, entry: Entry, feed: Feed, fetched_at: datetime, language: str
 
 
 def _capped(feed: ParsedFeed | FeedParseError, most: int) -> ParsedFeed | FeedParseError:
-    """At most ``most`` items of a document (its first: feeds list the newest first), with a warning beyond: one
-    odd feed of thousands of items would hold the run (scoring, stories) for hours."""
+    """At most ``most`` items of a document, the newest (an item without a date counts as new; in document order
+    among equals), with a warning beyond: one odd feed of thousands of items would hold the run (scoring,
+    stories) for hours. Kept in document order."""
     if isinstance(feed, FeedParseError) or len(feed.entries) <= most:
         return feed
-    note = (f"{len(feed.entries)} items, more than a feed holds: kept the first {most} "
+    note = (f"{len(feed.entries)} items, more than a feed holds: kept the newest {most} "
             "(CRYPTOWIRE_FEED_MAX_ITEMS raises the limit)")
-    feed.entries = feed.entries[:most]
+    def age(k: int) -> tuple[bool, float, int]:
+        when = feed.entries[k].published
+        return (when is not None, -when.timestamp() if when is not None else 0.0, k)
+
+    newest = sorted(range(len(feed.entries)), key=age)
+    keep = set(newest[:most])
+    feed.entries = [e for k, e in enumerate(feed.entries) if k in keep]
     feed.warning = f"{feed.warning}; {note}" if feed.warning else note
     return feed
 
@@ -371,9 +378,13 @@ def _moved(con: duckdb.DuckDBPyConnection, copies: dict[str, list[tuple[int, Fee
            ) -> dict[str, list[tuple[int, Feed, dict]]]:
     """``copies`` with each item that is new by its link, but stored by its source under another link (the same
     guid, or a variant of the link: :func:`_link_variants`), moved to the stored id; its link is then updated in
-    place. Only a single stored match counts, never an id this run also lists (then both are distinct items), and
-    a guid only when the feed gives it to no other item in this run and the stored item has the same title or the
-    same publication time (some feeds reuse guids: one for every item, or the item's position)."""
+    place. Only a single stored match counts, never an id this run also lists or two items claim (then they are
+    distinct items); a guid only when the feed gives it to no other item in this run and the stored item has the
+    same real publication time (some feeds reuse guids: one for every item, or the item's position, and a daily
+    column repeats its title); a variant of the link only when the two guids do not differ.
+
+    Known limit: the new link's own id is never stored, so the item goes through this lookup at every run while
+    the feed lists it (a few ms), and a copy at the new link from another source is not recognised as the same."""
     stored = raw.existing_ids(con, list(copies))
     fresh = {aid: found for aid, found in copies.items() if aid not in stored}
     if not fresh:
@@ -386,19 +397,22 @@ def _moved(con: duckdb.DuckDBPyConnection, copies: dict[str, list[tuple[int, Fee
     asks: list[raw.MovedAsk] = []
     for aid, found in fresh.items():
         _, feed, row = found[0]
-        guid = row["guid"] if row["guid"] and guid_uses[(feed.url, row["guid"])] == 1 else None
+        when = None if row["date_inferred"] else row["published_at"]
+        own_guid = bool(row["guid"]) and guid_uses[(feed.url, row["guid"])] == 1 and when is not None
         variants = [f"a_{_digest(v, 16)}" for v in _link_variants(row["url"])] if row["url"] else []
-        if guid or variants:
-            when = None if row["date_inferred"] else row["published_at"]
-            asks.append(raw.MovedAsk(aid, feed.url, feed.name, guid, row["title"], when, variants))
+        if own_guid or variants:
+            asks.append(raw.MovedAsk(aid, feed.url, feed.name, row["guid"] or None, own_guid, when, variants))
     found_ids = raw.stored_as(con, asks)
+    claims: dict[str, int] = {}
+    for old in found_ids.values():
+        claims[old] = claims.get(old, 0) + 1
     out = dict(copies)
     for aid, old in found_ids.items():
-        if old in copies:  # the old link is in this run too: two items
+        if old in copies or claims[old] > 1:  # the old link is in this run too, or two items claim it: distinct
             continue
         moved = [(i, f, {**row, "id": old}) for i, f, row in out.pop(aid)]
         out[old] = moved
-        log.info("article %s: its link changed to %s; kept under its id", old, moved[0][2]["url"])
+        log.debug("article %s: listed under %s now; kept under its id", old, moved[0][2]["url"])
     return out
 
 
