@@ -5,12 +5,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 
 from models.sentiment.data import cryptolin_csv
 from tests.support.httpserver import LocalServer
 from tests.support.servers import POSTGRES_MISSING, REDIS_MISSING, postgres_server, redis_server
 from warehouse.config import Settings, get_settings
+from warehouse.db import connect
 
 # Apps built by tests that do not render PDFs should not start Chromium in the background; the PDF tests
 # build their settings explicitly.
@@ -132,3 +134,11 @@ def browser() -> Iterator[Any]:
 
 def pytest_report_header(config: pytest.Config) -> str:
     return f"shared data: {SHARED} ({'present' if SHARED.exists() else 'MISSING'}); cores: {os.cpu_count()}"
+
+
+@pytest.fixture
+def con(tmp_path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A real warehouse file of this test's own, open read-write."""
+    c = connect(tmp_path / "warehouse.duckdb")
+    yield c
+    c.close()

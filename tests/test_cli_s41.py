@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
@@ -23,7 +22,6 @@ from tests.support.feedgen import item, rss
 from tests.support.httpserver import LocalServer, Reply, redirect, static
 from tests.support.newsdata import Data, build, make_articles
 from warehouse.config import PROJECT_ROOT, Settings
-from warehouse.db import connect
 
 runner = CliRunner()
 NEWEST = datetime(2026, 11, 20, 8, 0)
@@ -143,13 +141,6 @@ def test_plot_range_errors_exit_2_when_the_command_line_is_wrong_and_1_when_the_
 
 # --- 3: a feed redirected to an error -----------------------------------------------------------------------------
 RSS = "application/rss+xml; charset=utf-8"
-
-
-@pytest.fixture
-def con(tmp_path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
-    c = connect(tmp_path / "warehouse.duckdb")
-    yield c
-    c.close()
 
 
 def _ingest_one(con: duckdb.DuckDBPyConnection, settings: Settings, server: LocalServer, path: str

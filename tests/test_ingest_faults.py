@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import duckdb
 import pytest
@@ -13,20 +11,12 @@ from pipeline.ingest import Feed, FeedResult, IngestReport, ingest
 from tests.support.feedgen import item, rss
 from tests.support.httpserver import LocalServer, Reply, endless, hang, redirect, sequence, static
 from warehouse.config import Settings
-from warehouse.db import connect
 
 RSS = "application/rss+xml; charset=utf-8"
 HEALTHY = rss(
     item("Healthy one", "https://healthy.example.com/1"),
     item("Healthy two", "https://healthy.example.com/2"),
 )
-
-
-@pytest.fixture
-def con(tmp_path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
-    c = connect(tmp_path / "warehouse.duckdb")
-    yield c
-    c.close()
 
 
 def run_with_healthy(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -18,13 +17,6 @@ from warehouse.config import Settings
 from warehouse.db import connect
 
 RSS = "application/rss+xml; charset=utf-8"
-
-
-@pytest.fixture
-def con(tmp_path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
-    c = connect(tmp_path / "warehouse.duckdb")
-    yield c
-    c.close()
 
 
 def rows(con: duckdb.DuckDBPyConnection) -> list[tuple]:
