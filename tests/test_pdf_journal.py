@@ -296,12 +296,13 @@ def _reopened(home: Path) -> list[dict[str, Any]]:
     return [r for rs in _journals(home).values() for r in _open_charges(rs) if r.get("reopened") == "retry"]
 
 
-@pytest.mark.parametrize("end", ["stop", "kill -9"])
+@pytest.mark.parametrize("end", ["stop", "stop during a retry", "kill -9"])
 def test_a_refund_deferred_while_metering_is_locked_is_made_once_by_the_next_start(tmp_path: Path, end: str) -> None:
     """The page fails after the charge (502, refunded), at a moment another process holds metering's write lock:
     the refund waits at most a second, then the charge is open in the journal again while it is retried. A stop
     (metering's own retry was dropped at it, the 20,000 CU kept) or a kill -9 (the first attempt waited SQLite's
-    10 s with the charge in no journal) between the retries leaves it there, and the next start refunds it, once."""
+    10 s with the charge in no journal) between the retries leaves it there, and so does a stop during a retry, which
+    lets the retry end; the next start refunds it, once."""
     from tests.support.httpserver import Reply
 
     home = tmp_path / "home"
@@ -320,9 +321,15 @@ def test_a_refund_deferred_while_metering_is_locked_is_made_once_by_the_next_sta
             hold.set()
             # refused within its second's wait (SQLite's own is 10 s), then open again; retried every 0.5 s or more
             assert wait_for(lambda: _reopened(home), 6), server.output()
-            server.stop() if end == "stop" else server.kill9()
+            if end == "stop during a retry":  # the first retry asks metering 0.5 s after, for at most a second
+                time.sleep(0.8)
+            if end == "kill -9":
+                server.kill9()
+            else:  # a graceful stop (SIGTERM), with metering still locked
+                server.proc.send_signal(signal.SIGTERM)
+                server.proc.wait(30)
             failed.thread.join(60)
-            if end == "stop":
+            if end != "kill -9":
                 assert isinstance(failed.answer, httpx.Response) and failed.answer.status_code == 502, failed.answer
             assert _used(home, key_id) == COST
         finally:

@@ -29,7 +29,9 @@ class Refunds:
     def __init__(self, access: Any, journal: ChargeJournal) -> None:
         self.access = access
         self.journal = journal
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[bool]] = set()
+        self._attempting: set[asyncio.Task[bool]] = set()  # asking metering now: its entry is settled meanwhile
+        self._closing = False
 
     async def refund(self, charge: Charge) -> None:
         """Refund ``charge``, whose journal entry was settled; when metering refuses, reopen it and retry."""
@@ -52,30 +54,41 @@ class Refunds:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _retry(self, charge: Charge, entry: Entry) -> None:
+    async def _retry(self, charge: Charge, entry: Entry) -> bool:
+        """Retry until metering takes it (True), or until the journal holds it open again at a stop (False)."""
         delay = REFUND_RETRY_FIRST
         while True:
             await asyncio.sleep(delay)  # a stop cancels it here: the charge stays open for the next start
             if not self.journal.settled(entry, "refunded"):
-                return  # logged; the journal still holds it open, so the next start refunds it
+                return False  # logged; the journal still holds it open, so the next start refunds it
+            task = asyncio.current_task()
+            assert task is not None
+            self._attempting.add(task)
             try:
                 await self.access.give_back(charge, within=ATTEMPT_SECONDS)
             except MeteringUnavailable:
                 again = self.journal.charged(charge, reopened="retry")
                 if again is None:
                     log_lost_refund(charge, "metering was unavailable and the charge journal could not hold it")
-                    return
+                    return False
+                if self._closing:  # open again for the next start
+                    return False
                 entry = again
                 delay = min(delay * 2, REFUND_RETRY_MAX)
                 continue
+            finally:
+                self._attempting.discard(task)
             log.info("pdf: deferred refund of %d CU to key %s done", charge.cost, charge.caller.key_id)
-            return
+            return True
 
     async def cancel(self) -> None:
-        """Stop waiting: the charges still open stay in the journal, for the next start."""
+        """Stop waiting: the charges still open stay in the journal, for the next start. An attempt under way is let
+        finish (at most ``ATTEMPT_SECONDS``): cancelled, its settled entry would be neither refunded nor reopened."""
+        self._closing = True
         tasks = list(self._tasks)
         for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
-            log.warning("pdf: %d deferred refund(s) left open in the charge journal for the next start", len(tasks))
+            if task not in self._attempting:
+                task.cancel()
+        left = sum(1 for done in await asyncio.gather(*tasks, return_exceptions=True) if done is not True)
+        if left:
+            log.warning("pdf: %d deferred refund(s) left open in the charge journal for the next start", left)
