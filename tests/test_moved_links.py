@@ -47,6 +47,7 @@ def test_a_moved_link_is_served_once_under_its_new_link(data_home: Path, tmp_pat
         srv.routes["/wire.xml"] = feed
         feeds = tmp_path / "feeds.yaml"
         feeds.write_text(f"feeds:\n  - name: Wire\n    url: {srv.url('/wire.xml')}\n")
+        monkeypatch.setenv("CRYPTOWIRE_FEEDS_FILE", str(feeds))  # --feeds sets it in this process: undone after
         assert _cli("materialize", "--feeds", str(feeds))["ok"]
         links.update(btc="http://wire.example/btc-etf-record-inflows", eth="https://wire.example/eth/")
         second = _cli("materialize", "--feeds", str(feeds))
