@@ -119,14 +119,6 @@ def stored_sources(con: duckdb.DuckDBPyConnection, ids: list[str]) -> dict[str, 
     return {r[0]: (r[1], r[2]) for r in rows}
 
 
-def existing_ids(con: duckdb.DuckDBPyConnection, ids: list[str]) -> set[str]:
-    """The ids among ``ids`` that ``raw_articles`` holds."""
-    if not ids:
-        return set()
-    rows = con.execute("SELECT id FROM raw_articles WHERE id IN (SELECT unnest(?::VARCHAR[]))", [ids]).fetchall()
-    return {r[0] for r in rows}
-
-
 class MovedAsk(NamedTuple):
     """An item new by its link: is it stored under another link by its source (``stored_as``)?"""
 

@@ -385,7 +385,7 @@ def _moved(con: duckdb.DuckDBPyConnection, copies: dict[str, list[tuple[int, Fee
 
     Known limit: the new link's own id is never stored, so the item goes through this lookup at every run while
     the feed lists it (a few ms), and a copy at the new link from another source is not recognised as the same."""
-    stored = raw.existing_ids(con, list(copies))
+    stored = raw.stored_sources(con, list(copies))
     fresh = {aid: found for aid, found in copies.items() if aid not in stored}
     if not fresh:
         return copies
