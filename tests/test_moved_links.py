@@ -38,7 +38,7 @@ def test_a_moved_link_is_served_once_under_its_new_link(data_home: Path, tmp_pat
 
     def feed(req: object) -> Reply:
         body = rss(
-            item("Bitcoin rallies as ETF inflows surge", links["btc"], guid="w-1", pub=when),
+            item("Bitcoin eyes $150,000 by year-end as ETF inflows surge", links["btc"], guid="w-1", pub=when),
             item("Ethereum slides after the upgrade is delayed", links["eth"], pub=when),
         )
         return Reply(200, body.encode(), {"Content-Type": "application/rss+xml"})
@@ -56,5 +56,7 @@ def test_a_moved_link_is_served_once_under_its_new_link(data_home: Path, tmp_pat
     assert (raw["metadata"]["new"], raw["metadata"]["updated"]) == (0, 2)
     assert sorted(r[0] for r in _sql("SELECT news_url FROM news")) == [
         "http://wire.example/btc-etf-record-inflows", "https://wire.example/eth/"]
+    # the event asked by the moved article links to where the article is now
+    assert _sql("SELECT source_url FROM events") == [["http://wire.example/btc-etf-record-inflows"]]
     counts = _sql("SELECT ticker, sum(articles) FROM sentiment WHERE grain = 'day' GROUP BY ticker ORDER BY 1")
     assert counts and all(n == 1 for _, n in counts), counts
