@@ -4,7 +4,7 @@ headlines of each failure class, and withdrawal of published events the rules no
 from __future__ import annotations
 
 import json
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -69,6 +69,83 @@ VERB_NAMES = [
     "Sui Sees Upgrade Scheduled for November 3",
     "Cardano Announces Upgrade Set for December 10",
 ]
+# Second round, worded afresh (review of 2026-11-27): counts with no currency sign beyond a price's band,
+# coins counted after the number, verbs and particles named as upgrades, deadlines in another clause, an asset's
+# own network "launching".
+COUNTS_2 = [
+    "Ethereum Staking Queue Could Swell to 40,000 Next Month",
+    "Solana Validator Count Eyes 3,000 by Year-End",
+    "Bitcoin Lightning Nodes Could Fall Below 15,000 in December",
+    "Ethereum Treasury Firm Could Reach 60,000 by Year-End",
+    "Bitcoin Whale Wallets Could Climb to 3 Million in 2027",
+    "Saylor's Firm Eyes 800,000 BTC by Year-End",
+]
+VERB_NAMES_2 = [
+    "Cardano Rounds Up Hard Fork for December 11",
+    "Polkadot Steps Up Upgrade Push for December 14",
+    "Avalanche Grabs Upgrade Slot on December 8",
+    "Solana Clears Upgrade Review on December 6",
+    "Sui Wraps Upgrade Tests, Mainnet Switch on December 12",
+]
+DEADLINES_2 = [
+    "Binance to List Zedcoin (ZZZ) — Customers Must Verify Accounts by October 30",
+    "Avalanche Fee Upgrade Coming; Stake AVAX Before October 25 to Earn Rewards",
+    "Polkadot's Ember Hard Fork Confirmed: Validators Should Rotate Keys Before October 22",
+    "Ethereum Could Hit $6,000 as Holders Rush to Swap Old Tokens Before October 20",
+    "Cardano to Roll Out Cardano Network on December 2",
+    "Polkadot to Debut Polkadot Chain by November 5",
+]
+CONTROLS_2 = [
+    ("Solana Wins Upgrade Vote, Firedancer Activation Set for December 14",
+     "Will the Solana Firedancer upgrade go live on mainnet by December 14, 2026?"),
+    ("Avalanche's Octane Upgrade: Mainnet Activation Set for November 20",
+     "Will the Avalanche Octane upgrade go live on mainnet by November 20, 2026?"),
+    ("Cardano Rewards v2 Upgrade to Go Live on November 12",
+     "Will the Cardano Rewards v2 upgrade go live on mainnet by November 12, 2026?"),
+    ("Bitcoin Could Hit $150,000 by December 15 as ETF Inflows Grow",
+     "Will Bitcoin close above $150,000 on December 15, 2026?"),
+    ("Ethereum Eyes $6,000 by November 20; Analysts Point to Rising Fees",
+     "Will Ethereum close above $6,000 on November 20, 2026?"),
+]
+
+
+@pytest.mark.parametrize("title", COUNTS_2)
+def test_a_number_without_a_currency_far_from_the_price_is_a_count(title: str) -> None:
+    events, _ = derive(title)
+    assert events == [], title
+
+
+@pytest.mark.parametrize("title", VERB_NAMES_2)
+def test_a_headline_verb_or_its_particle_is_never_a_name(title: str) -> None:
+    events, _ = derive(title)
+    assert events == [], title
+
+
+@pytest.mark.parametrize("title", DEADLINES_2)
+def test_a_date_in_another_clause_or_the_assets_own_network_gives_nothing(title: str) -> None:
+    events, refused = derive(title)
+    assert not any(day in e for e in events for day in ("October 2", "October 30", "December 2,", "November 5")), (
+        events, refused)
+
+
+@pytest.mark.parametrize(("title", "question"), CONTROLS_2)
+def test_names_and_dates_the_new_checks_leave_alone(title: str, question: str) -> None:
+    events, refused = derive(title)
+    assert events == [question], refused
+
+
+def test_a_price_question_reads_the_close_of_the_day_an_exact_time_names() -> None:
+    events, _ = derive("Bitcoin Could Hit $150,000 by 16:00 UTC on December 31")
+    assert events == ["Will Bitcoin close above $150,000 on December 31, 2026?"]
+
+
+def test_a_local_time_is_read_in_its_zone_and_asked_in_utc() -> None:
+    (question,), refused = derive("Cardano's Node 12 Hard Fork Set for November 18 at 11:30 p.m. PT")
+    assert question == "Will the Cardano Node 12 hard fork go live on mainnet by 07:30 UTC on November 19, 2026?"
+    (question,), _ = derive("Ethereum's Fusaka Upgrade Set for December 3 at 9:00 a.m. ET")
+    assert question == "Will the Ethereum Fusaka upgrade go live on mainnet by 14:00 UTC on December 3, 2026?"
+
+
 # Controls: the same shapes, legitimately settle-able; the checks must leave them alone.
 CONTROLS = [
     ("Bitcoin Could Hit $150,000 by Year-End, Analyst Says", "Will Bitcoin close above $150,000 on December 31, 2026?"),
@@ -286,3 +363,32 @@ def test_the_reference_prices_asset_materializes_from_a_local_price_server(
     con = connect(data_home / "warehouse.duckdb")
     assert [(t, usd) for t, _, usd in load_prices(con)] == [("BTC", 88000.0)]
     con.close()
+
+
+def test_the_asset_asks_an_apps_upgrade_of_an_article_the_tagger_gave_no_ticker(
+        data_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # "Aave v4" names the app, not the token, so the tagger gives no ticker; the derivation asks it of AAVE. The
+    # asset read only articles with tickers, so what the evaluation scored was never published.
+    from typer.testing import CliRunner
+
+    from pipeline.cli import app as cli
+    from warehouse.config import get_settings
+
+    monkeypatch.setenv("DAGSTER_HOME", str(data_home / "dagster"))
+    monkeypatch.setenv("CRYPTOWIRE_PRICE_SOURCE_URL", "")
+    published = datetime.now(UTC).replace(tzinfo=None, microsecond=0) - timedelta(hours=2)
+    launch = published + timedelta(days=20)
+    title = f"Aave v4 Mainnet Launch Set for {launch:%B} {launch.day}"
+    con = connect(get_settings().warehouse_path)
+    con.execute(
+        "INSERT INTO articles (id, source_name, feed_url, url, title, summary, authors, categories, published_at,"
+        " fetched_at, content_hash, tickers, topics, tagged_at) VALUES ('aave1', 'Wire', 'http://wire.example/f',"
+        " 'http://wire.example/aave', ?, '', [], [], ?, ?, 'h', [], [], ?)", [title, published, published, published])
+    con.close()
+    result = CliRunner().invoke(cli, ["materialize", "--select", "prediction_events", "--json"])
+    assert result.exit_code == 0, result.output
+    con = connect(get_settings().warehouse_path, read_only=True)
+    rows = con.execute("SELECT asset, kind, event_title FROM prediction_events").fetchall()
+    con.close()
+    assert rows == [("AAVE", "upgrade_or_launch",
+                     f"Will Aave's v4 launch on mainnet by {launch:%B} {launch.day}, {launch.year}?")], rows

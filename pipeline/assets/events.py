@@ -11,8 +11,8 @@ from warehouse.crashpoints import crash_point
 
 ARTICLE_SQL = """
 SELECT id, title, summary, url, image_url, source_name, published_at, tickers, topics
-FROM articles WHERE len(tickers) > 0
-"""
+FROM articles
+"""  # articles without tickers too: an app's own upgrade ("Aave v4 mainnet launch") is asked of its token
 
 
 @dg.asset(
@@ -113,14 +113,14 @@ def prediction_events(context: dg.AssetExecutionContext, warehouse: WarehouseRes
         reference = default_reference().with_prices(load_prices(con))
         refused: dict[str, str] = {}
         candidates = derive_events(inputs, names, reference=reference, refused=refused)
-        # Every tagged article was read: a stored event not derived now is withdrawn (kept, with the reason).
+        # Every article was read: a stored event not derived now is withdrawn (kept, with the reason).
         report = merge_events(con, candidates, utcnow(), complete=True, refused=refused)
         total, open_ = con.execute(
             "SELECT count(*), count(*) FILTER (WHERE date > now()::TIMESTAMP AND withdrawn_reason IS NULL) "
             "FROM prediction_events"
         ).fetchall()[0]
     crash_point("events:committed")
-    context.log.info(f"{len(candidates)} candidate events from {len(inputs)} tagged articles")
+    context.log.info(f"{len(candidates)} candidate events from {len(inputs)} articles")
     return dg.MaterializeResult(
         metadata={
             "articles_considered": len(inputs),

@@ -16,7 +16,8 @@ import calendar
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 PAST_WINDOW_DAYS = 60  # a yearless day this close before publication is a past reference, not next year's
 
@@ -36,7 +37,13 @@ _NUMBER_WORDS = {
 }
 _ORDINAL_WORDS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "1st": 1, "2nd": 2, "3rd": 3, "4th": 4}
 _YEAR = r"(?P<year>20\d{2})(?!\d|,\d)"
-_TIME = r"(?P<hh>[01]?\d|2[0-3]):(?P<mi>[0-5]\d)\s*(?:UTC|GMT)"
+# A time of day with its zone: "14:00 UTC", "9:00 a.m. ET", "11:30 p.m. PT", "8 PM EST" (a local time becomes UTC).
+_TIME = (r"(?P<hh>[01]?\d|2[0-3])(?::(?P<mi>[0-5]\d)\s*(?P<ap>[aApP]\.?[mM]\.?)?|\s*(?P<ap2>[aApP]\.?[mM]\.?))\s*"
+         r"(?P<tz>UTC|GMT|ET|EST|EDT|PT|PST|PDT|CT|CST|CDT|MT|MST|MDT|CET|CEST|BST|JST|KST|SGT|HKT)\b")
+_ZONES = {"ET": "America/New_York", "PT": "America/Los_Angeles", "CT": "America/Chicago", "MT": "America/Denver",
+          "CET": "Europe/Berlin", "CEST": "Europe/Berlin", "BST": "Europe/London", "JST": "Asia/Tokyo",
+          "KST": "Asia/Seoul", "SGT": "Asia/Singapore", "HKT": "Asia/Hong_Kong"}
+_OFFSETS = {"UTC": 0, "GMT": 0, "EST": -5, "EDT": -4, "CST": -6, "CDT": -5, "MST": -7, "MDT": -6, "PST": -8, "PDT": -7}
 
 
 @dataclass(frozen=True)
@@ -119,10 +126,21 @@ def _next_occurrence(month: int, day: int, published_at: datetime) -> datetime |
 
 
 def _with_time(day: datetime | None, m: re.Match[str]) -> tuple[datetime | None, bool]:
-    groups = m.groupdict()
-    if day is None or not groups.get("hh"):
+    """The day at the phrase's time of day, in UTC ("December 3 at 11:30 p.m. PT" is 07:30 UTC on December 4)."""
+    g = m.groupdict()
+    if day is None or not g.get("hh"):
         return day, False
-    return day.replace(hour=int(groups["hh"]), minute=int(groups["mi"])), True
+    hour, ap = int(g["hh"]), (g.get("ap") or g.get("ap2") or "").lower()
+    if ap and not 1 <= hour <= 12:
+        return day, False  # "14:00 p.m." says nothing sure
+    if ap:
+        hour = hour % 12 + (12 if ap.startswith("p") else 0)
+    local = day.replace(hour=hour, minute=int(g.get("mi") or 0))
+    zone = g["tz"]
+    if zone in _OFFSETS:
+        return local - timedelta(hours=_OFFSETS[zone]), True
+    aware = local.replace(tzinfo=ZoneInfo(_ZONES[zone]))
+    return aware.astimezone(UTC).replace(tzinfo=None), True
 
 
 def _explicit(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:

