@@ -18,10 +18,12 @@ A body cut at the size cap is parsed up to the cut: every item that was complete
 from __future__ import annotations
 
 import codecs
+import hashlib
 import html
 import io
 import re
 import xml.etree.ElementTree as ET
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
@@ -30,7 +32,11 @@ from typing import Any
 from pipeline.ingest.clean import (
     canonical_url,
     clean_link,
+    drop_blocks,
+    drop_controls,
+    drop_userinfo,
     first_image,
+    fix_document_charrefs,
     has_text,
     html_to_text,
     normalize_space,
@@ -40,6 +46,14 @@ from pipeline.ingest.clean import (
 )
 
 SUMMARY_FROM_CONTENT_CHARS = 600  # summary made from the full content when an item has no description
+# Per-field limits: a longer text is cut at a word (content HTML at a tag), a longer URL dropped, a longer guid
+# replaced by its digest (it still tells items apart); the feed's warning counts them.
+TITLE_MAX_CHARS = 1_000
+SUMMARY_MAX_CHARS = 20_000
+CONTENT_MAX_CHARS = 200_000
+URL_MAX_CHARS = 2_048
+NAME_MAX_CHARS = 200  # one author or category
+NAMES_MAX = 50  # authors or categories of one item
 
 NS_ATOM = "http://www.w3.org/2005/Atom"
 NS_XML = "http://www.w3.org/XML/1998/namespace"
@@ -263,7 +277,10 @@ def _atom_text(el: ET.Element | None) -> tuple[str | None, bool]:
         return None, False
     kind = (el.get("type") or "text").lower()
     if kind == "xhtml" or kind.endswith("xhtml+xml"):
-        parts = [ET.tostring(child, encoding="unicode") for child in el]
+        try:
+            parts = [ET.tostring(child, encoding="unicode") for child in el]
+        except RecursionError:  # nested deeper than the serialiser's recursion: keep its text, not its markup
+            return html.escape("".join(el.itertext())), True
         markup = (el.text or "") + "".join(parts)
         markup = re.sub(r'\sxmlns(?::\w+)?="[^"]*"', "", markup)
         return re.sub(r"<(/?)(?:html|ns\d+):", r"<\1", markup), True
@@ -408,13 +425,16 @@ def _read_feedparser(data: bytes, base: str) -> tuple[ParsedFeed | None, Any]:
     import feedparser
 
     # A file object, so feedparser never mistakes the document for a file name or a URL to open.
+    # Unsanitised: its sanitiser drops everything after an unclosed <script>; tidy_html and html_to_text clean.
     doc = feedparser.parse(
         io.BytesIO(data),
         response_headers={"content-type": "application/xml; charset=utf-8", "content-location": base},
+        sanitize_html=False,
     )
     if not doc.get("version") and not doc.entries:
         return None, doc
     raws = []
+    rss = str(doc.get("version") or "").startswith("rss")
     for e in doc.entries:
         raw = _Raw()
         raw.link = e.get("link")
@@ -423,7 +443,8 @@ def _read_feedparser(data: bytes, base: str) -> tuple[ParsedFeed | None, Any]:
         if raw.guid_is_link and raw.link == raw.guid:
             raw.link = None  # we apply the guid-as-link rule ourselves, as the fast reader does
         raw.title = e.get("title")
-        raw.title_html = (e.get("title_detail") or {}).get("type", "text/plain") != "text/plain"
+        if not rss:  # an RSS title's type is feedparser's guess: the fast reader's guess (text_field) decides
+            raw.title_html = (e.get("title_detail") or {}).get("type", "text/plain") != "text/plain"
         # Only HTML content: feedparser also files media:description (plain text) under "content".
         contents = [c for c in e.get("content") or [] if "html" in (c.get("type") or "text/html")]
         if contents:
@@ -464,10 +485,6 @@ def _read_feedparser(data: bytes, base: str) -> tuple[ParsedFeed | None, Any]:
 # --- normalisation ------------------------------------------------------------------------------------
 _UNSAFE_TAGS = ("script", "style", "iframe", "object", "embed", "noscript", "template")
 _UNSAFE_HINT = re.compile(rf"<(?:!--|{'|'.join(_UNSAFE_TAGS)})", re.IGNORECASE)
-_UNSAFE = re.compile(
-    r"<(script|style|iframe|object|embed|noscript|template)\b[^>]*>.*?(?:</\1\s*>|$)|<(?:script|style|iframe|object|embed)\b[^>]*/?>|<!--.*?(?:-->|$)",
-    re.IGNORECASE | re.DOTALL,
-)
 _TAG_WITH_HANDLER = re.compile(r"<[a-zA-Z][^>]*\son[a-z]+\s*=[^>]*>", re.IGNORECASE)
 _HANDLER_ATTR = re.compile(r"""\s+on[a-z]+\s*=\s*(?:"[^"]*"|'[^']*'|[^\s>]+)""", re.IGNORECASE)
 _UNSAFE_OPENERS = ("<!--", "javascript:", *(f"<{tag}" for tag in _UNSAFE_TAGS))
@@ -485,7 +502,7 @@ def tidy_html(fragment: str) -> str:
         return fragment.strip()  # the usual case, found with cheap scans: nothing to remove
     out = fragment
     if _UNSAFE_HINT.search(fragment):
-        out = _UNSAFE.sub("", out)
+        out = drop_blocks(out, _UNSAFE_TAGS)
     if _HANDLER_CHEAP.search(lower):
         out = _TAG_WITH_HANDLER.sub(lambda m: _HANDLER_ATTR.sub("", m.group(0)), out)
     if "javascript:" in lower:
@@ -513,7 +530,7 @@ def _normalise(raws: list[_Raw], base: str) -> list[Entry]:
         content = raw.content.strip() if raw.content else None
         if content and not raw.content_html:
             content = html.escape(content)
-        content = tidy_html(content) if content else None
+        content = drop_controls(tidy_html(content)) if content else None
         if content and not has_text(content) and not html_to_text(content) and "<img" not in content.lower():
             content = None  # empty <content:encoded/> and whitespace-only content are no content
         if raw.summary:
@@ -549,6 +566,58 @@ def _normalise(raws: list[_Raw], base: str) -> list[Entry]:
     return entries
 
 
+def _oversized(e: Entry) -> bool:
+    return (
+        len(e.title) > TITLE_MAX_CHARS
+        or len(e.summary) > SUMMARY_MAX_CHARS
+        or len(e.content_html or "") > CONTENT_MAX_CHARS
+        or max(len(e.url or ""), len(e.image_url or ""), len(e.guid or "")) > URL_MAX_CHARS
+        or max(len(e.authors), len(e.categories)) > NAMES_MAX
+        or max(map(len, e.authors), default=0) > NAME_MAX_CHARS
+        or max(map(len, e.categories), default=0) > NAME_MAX_CHARS
+    )
+
+
+def _fit(entries: list[Entry]) -> str | None:
+    """Every field of every entry within its limit; what was cut or dropped, for the feed's warning."""
+    tally: Counter[str] = Counter()
+
+    def text(value: str, limit: int, name: str) -> str:
+        if len(value) <= limit:
+            return value
+        tally[f"{name} cut"] += 1
+        return shorten(value, limit)
+
+    def names(values: list[str], name: str) -> list[str]:
+        if len(values) > NAMES_MAX:
+            tally[f"{name} list cut"] += 1
+        return [text(v, NAME_MAX_CHARS, name) for v in values[:NAMES_MAX]]
+
+    for e in entries:
+        if not _oversized(e):
+            continue
+        e.title = text(e.title, TITLE_MAX_CHARS, "title")
+        e.summary = text(e.summary, SUMMARY_MAX_CHARS, "summary")
+        if e.content_html and len(e.content_html) > CONTENT_MAX_CHARS:
+            tally["content cut"] += 1
+            cut = e.content_html[:CONTENT_MAX_CHARS]
+            e.content_html = cut[: cut.rfind("<")] if cut.rfind("<") > cut.rfind(">") else cut  # no half tag
+        if e.url and len(e.url) > URL_MAX_CHARS:
+            tally["url dropped"] += 1
+            e.url = None
+        if e.image_url and len(e.image_url) > URL_MAX_CHARS:
+            tally["image url dropped"] += 1
+            e.image_url = None
+        if e.guid and len(e.guid) > URL_MAX_CHARS:
+            tally["guid replaced by its digest"] += 1
+            e.guid = "sha256:" + hashlib.sha256(e.guid.encode("utf-8", "surrogatepass")).hexdigest()
+        e.authors = names(e.authors, "author")
+        e.categories = names(e.categories, "category")
+    if not tally:
+        return None
+    return "over the size limits: " + ", ".join(f"{n} {what}" for what, n in tally.items())
+
+
 # --- entry point --------------------------------------------------------------------------------------
 _HTML_START = re.compile(
     rb"^\s*(<!--.*?-->\s*)*<(!doctype\s+html|html|head|body)\b", re.IGNORECASE | re.DOTALL
@@ -559,9 +628,19 @@ def parse_feed(
     body: bytes, *, base_url: str, content_type: str | None = None, truncated: bool = False
 ) -> ParsedFeed:
     """Read one feed document; raises :class:`FeedParseError` (saying why) when it holds no feed."""
+    # A relative link is joined onto the feed URL: its user:password must not come along.
+    parsed = _parse(body, drop_userinfo(base_url), content_type, truncated)
+    note = _fit(parsed.entries)
+    if note:
+        parsed.warning = f"{parsed.warning}; {note}" if parsed.warning else note
+    return parsed
+
+
+def _parse(body: bytes, base_url: str, content_type: str | None, truncated: bool) -> ParsedFeed:
     if not body or not body.strip():
         raise FeedParseError("empty body (the server sent no document)")
     data, encoding = to_utf8(body, content_type)
+    data = fix_document_charrefs(data)  # &#55357;&#56960; (UTF-16 halves): rejected by one reader, fatal to the other
     if not data:
         raise FeedParseError("empty body (only whitespace)")
     if _HTML_START.match(data[:2048]):
