@@ -64,9 +64,13 @@ class Settings(BaseSettings):
 
     # --- ingestion -------------------------------------------------------------
     fetch_concurrency: int = Field(default=16, ge=1, description="Feeds fetched at once.")
-    fetch_connect_timeout: float = Field(default=5.0, gt=0, description="Seconds to connect to a feed host.")
-    fetch_read_timeout: float = Field(default=15.0, gt=0, description="Seconds between bytes from a feed host.")
-    fetch_deadline: float = Field(default=120.0, gt=0, description="Seconds for one whole ingestion run.")
+    # allow_inf_nan=False: "inf" or "nan" would leave a run without a deadline
+    fetch_connect_timeout: float = Field(default=5.0, gt=0, allow_inf_nan=False,
+                                         description="Seconds to connect to a feed host.")
+    fetch_read_timeout: float = Field(default=15.0, gt=0, allow_inf_nan=False,
+                                      description="Seconds between bytes from a feed host.")
+    fetch_deadline: float = Field(default=120.0, gt=0, allow_inf_nan=False,
+                                  description="Seconds for one whole ingestion run.")
     fetch_max_bytes: int = Field(default=10 * 1024 * 1024, ge=1024, description="Feed bodies are cut at this size.")
     feed_max_items: int = Field(
         default=2000, ge=1,
@@ -79,6 +83,17 @@ class Settings(BaseSettings):
         default="cryptowire/0.1 (+https://github.com/cryptowire/cryptowire; feed reader)",
         description="User-Agent sent to feed hosts.",
     )
+
+    @field_validator("user_agent")
+    @classmethod
+    def _header_text(cls, value: str) -> str:
+        # Sent as a header with every request: anything else fails every feed with an encoding error.
+        bad = next((c for c in value if not (c.isascii() and c.isprintable())), None)
+        if bad is not None:
+            raise ValueError(f"holds {bad!r}: a User-Agent is printable ASCII on one line")
+        if not value.strip() or len(value) > 512:
+            raise ValueError("a User-Agent is 1 to 512 characters, not only spaces")
+        return value
 
     price_source_url: str = Field(
         default="https://api.coingecko.com/api/v3",

@@ -21,6 +21,12 @@ Rules a run follows (text rules: ``pipeline/ingest/clean.py``):
   (``feed_state``) are written together; an error while writing leaves every table as it was.
 * **Faults** — a broken feed is recorded with its error and never stops the others. When every feed
   failed, the health rows are still committed and :class:`AllFeedsFailed` is raised.
+* **Credentials** — a feed URL's user:password is used for the request only: ``feed_url`` everywhere (rows,
+  health, validators, errors, logs) is the URL with them redacted (``***@``). Rows an older version stored under
+  the full URL are renamed at the next run (:func:`_forget_credentials`), and link-less items keep the ids they were
+  stored under (:func:`_legacy_ids`).
+* **Validators** — kept only from a document read whole (or cut at the size cap, which a refetch cuts alike):
+  a body the network cut short is fetched in full again next time, not answered 304.
 * **Empty feeds** — a document with no items is a warning (:data:`EMPTY_FEED`), not an error: a moved feed
   often leaves an empty channel behind. A 304 (or an unchanged file) keeps the warning while the last document
   read was empty, so the feed stays flagged until it lists items again.
@@ -41,7 +47,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from pipeline.ingest.feeds import Feed
+from pipeline.ingest.feeds import Feed, redact
 from pipeline.ingest.fetch import Fetched, fetch_all, run_sync
 from pipeline.ingest.parse import Entry, FeedParseError, ParsedFeed, parse_feed
 from warehouse import raw
@@ -142,7 +148,8 @@ def ingest(
 ) -> IngestReport:
     """Fetch and merge every enabled feed in one transaction; see the module notes for the rules."""
     active = [f for f in feeds if f.enabled]
-    got = _download(active, settings, raw.load_feed_state(con, _urls(active)))
+    _forget_credentials(con, active)
+    got = _download(active, settings, _validators(con, active))
     return _merge(con, active, got, run_id or new_run_id())
 
 
@@ -154,14 +161,47 @@ def ingest_feeds(
     writer locks every other process out of the file, and the downloads can take up to the fetch deadline."""
     active = [f for f in feeds if f.enabled]
     with connect() as con:
-        validators = raw.load_feed_state(con, _urls(active))
+        _forget_credentials(con, active)
+        validators = _validators(con, active)
     got = _download(active, settings, validators)
     with connect() as con:
         return _merge(con, active, got, run_id or new_run_id())
 
 
 def _urls(active: list[Feed]) -> list[str]:
-    return list(dict.fromkeys(f.url for f in active))
+    """What is requested: the URLs with their credentials (results are keyed by these)."""
+    return list(dict.fromkeys(f.fetch_url for f in active))
+
+
+def _validators(con: duckdb.DuckDBPyConnection, active: list[Feed]) -> dict[str, tuple[str | None, str | None]]:
+    """The stored validators (under the redacted URL), by the URL requested."""
+    state = raw.load_feed_state(con, [f.url for f in active])
+    return {f.fetch_url: state[f.url] for f in active if f.url in state}
+
+
+# Tables whose feed_url an older version wrote with the feed's credentials in it.
+_FEED_URL_TABLES = ("raw_articles", "articles", "feed_fetches")
+# feed_fetches.error with the credentials of the URLs in it masked (pipeline.ingest.feeds.redact, in SQL)
+_REDACTED_ERROR = r"regexp_replace(error, '([A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s]*@', '\1***@', 'g')"
+
+
+def _forget_credentials(con: duckdb.DuckDBPyConnection, active: list[Feed]) -> None:
+    """Rename the rows stored under a feed's full URL (credentials included, as older versions stored them) to the
+    redacted one: the secret leaves the warehouse, and the feed keeps its validators, health and articles."""
+    moved = [(f.fetch_url, f.url) for f in active if f.fetch_url != f.url]
+    if not moved:
+        return
+    tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    with transaction(con):
+        for full, shown in moved:
+            for table in (t for t in _FEED_URL_TABLES if t in tables):
+                con.execute(f"UPDATE {table} SET feed_url = ? WHERE feed_url = ?", [shown, full])
+            con.execute(f"""UPDATE feed_fetches SET error = {_REDACTED_ERROR}
+                            WHERE feed_url = ? AND error <> {_REDACTED_ERROR}""", [shown])  # a redirect's url in it
+            con.execute("""INSERT INTO feed_state (feed_url, etag, last_modified, updated_at)
+                           SELECT ?, etag, last_modified, updated_at FROM feed_state WHERE feed_url = ?
+                           ON CONFLICT DO NOTHING""", [shown, full])
+            con.execute("DELETE FROM feed_state WHERE feed_url = ?", [full])
 
 
 @dataclass
@@ -191,7 +231,7 @@ def _download(
         try:
             parsed[got.url] = parse_feed(
                 got.body,
-                base_url=got.final_url or got.url,
+                base_url=got.final_url or redact(got.url, ""),  # relative links get no credentials
                 content_type=got.content_type,
                 truncated=got.truncated,
             )
@@ -199,7 +239,7 @@ def _download(
         except FeedParseError as exc:
             parsed[got.url] = exc
         except Exception as exc:  # a parser bug on one odd document must not sink the other feeds
-            log.exception("parsing %s failed", got.url)
+            log.exception("parsing %s failed", got.shown_url)
             parsed[got.url] = FeedParseError(f"could not parse the document ({type(exc).__name__}: {exc})")
         parse_ms[got.url] = (time.perf_counter() - p0) * 1000
 
@@ -214,9 +254,10 @@ def _merge(con: duckdb.DuckDBPyConnection, active: list[Feed], got_all: _Downloa
     results: list[FeedResult] = []
     state_rows: list[dict] = []
     saved_state: set[str] = set()
-    dry = _still_empty(con, [f.url for f in active if fetched[f.url].not_modified])
+    dry = _still_empty(con, [f.url for f in active if fetched[f.fetch_url].not_modified])
+    legacy: dict[str, str] = {}  # id -> the id an older version gave it (its feed URL with credentials)
     for feed in active:
-        got = fetched[feed.url]
+        got = fetched[feed.fetch_url]
         result = FeedResult(
             feed=feed,
             http_status=got.status,
@@ -225,12 +266,12 @@ def _merge(con: duckdb.DuckDBPyConnection, active: list[Feed], got_all: _Downloa
             items_updated=0,
             not_modified=got.not_modified,
             bytes=got.nbytes,
-            duration_ms=got.duration_ms + parse_ms.get(feed.url, 0.0),
+            duration_ms=got.duration_ms + parse_ms.get(feed.fetch_url, 0.0),
             error=got.error,
             started_at=got.started_at,
         )
         results.append(result)
-        outcome = parsed.get(feed.url)
+        outcome = parsed.get(feed.fetch_url)
         if isinstance(outcome, FeedParseError):
             result.error = str(outcome)
         if result.error is not None or outcome is None or isinstance(outcome, FeedParseError):
@@ -246,11 +287,13 @@ def _merge(con: duckdb.DuckDBPyConnection, active: list[Feed], got_all: _Downloa
             result.warning = f"{EMPTY_FEED}; {result.warning}" if result.warning else EMPTY_FEED
         if feed.url not in saved_state:  # validators only after a good parse: a bad body is fetched again
             saved_state.add(feed.url)
+            # A body cut by the network: its validators would get 304s, and the items after the cut never come.
+            cut = outcome.reader == "xml-partial" and not got.truncated
             state_rows.append(
                 {
                     "feed_url": feed.url,
-                    "etag": got.etag,
-                    "last_modified": got.last_modified,
+                    "etag": None if cut else got.etag,
+                    "last_modified": None if cut else got.last_modified,
                     "updated_at": run_started,
                 }
             )
@@ -263,6 +306,8 @@ def _merge(con: duckdb.DuckDBPyConnection, active: list[Feed], got_all: _Downloa
                 continue
             aid = article_id(entry, feed.url)
             assert aid is not None  # a titled entry is known by its link, guid or title
+            if feed.fetch_url != feed.url and not entry.url:
+                legacy[aid] = article_id(entry, feed.fetch_url) or aid
             if any(copy[1] is feed for copy in copies.get(aid, ())):
                 continue  # twice in one feed: its first
             copies.setdefault(aid, []).append((len(results) - 1, feed, _row(aid, entry, feed, fetched_at, language)))
@@ -270,7 +315,7 @@ def _merge(con: duckdb.DuckDBPyConnection, active: list[Feed], got_all: _Downloa
             note = f"{untitled} items skipped: no title"
             result.warning = f"{result.warning}; {note}" if result.warning else note
 
-    copies = _moved(con, copies)
+    copies = _moved(con, _legacy_ids(con, copies, legacy))
     articles, owner = _one_row_each(con, copies)
     t_built = time.perf_counter()
     crash_point("ingest:fetched")
@@ -358,6 +403,18 @@ def _capped(feed: ParsedFeed | FeedParseError, most: int) -> ParsedFeed | FeedPa
     feed.entries = [e for k, e in enumerate(feed.entries) if k in keep]
     feed.warning = f"{feed.warning}; {note}" if feed.warning else note
     return feed
+
+
+def _legacy_ids(con: duckdb.DuckDBPyConnection, copies: dict[str, list[tuple[int, Feed, dict]]],
+                legacy: dict[str, str]) -> dict[str, list[tuple[int, Feed, dict]]]:
+    """``copies`` with each link-less item of a feed with credentials moved to the id an older version stored it
+    under (keyed by the full URL; ids are now keyed by the redacted one, so that no id depends on a password)."""
+    stored = raw.stored_sources(con, list(set(legacy.values())))
+    out = dict(copies)
+    for aid, old in legacy.items():
+        if old in stored and aid in out and old not in out:
+            out[old] = [(i, f, {**row, "id": old}) for i, f, row in out.pop(aid)]
+    return out
 
 
 def _link_variants(url: str) -> list[str]:
