@@ -79,6 +79,7 @@ COUNTS_2 = [
     "Ethereum Treasury Firm Could Reach 60,000 by Year-End",
     "Bitcoin Whale Wallets Could Climb to 3 Million in 2027",
     "Saylor's Firm Eyes 800,000 BTC by Year-End",
+    "Court-Appointed Trustee Sells 12 BTC for a Total of $1.3M Before Christmas",
 ]
 VERB_NAMES_2 = [
     "Cardano Rounds Up Hard Fork for December 11",

@@ -74,6 +74,8 @@ def test_years_and_percentages_next_to_amounts_stay_out() -> None:
         (22_500.5, "$22,500.50"),
         (0.0000142, "$0.0000142"),
         (0.0001, "$0.0001"),
+        (0.0000021 * 50, "$0.000105"),  # a price band's bound: a product with binary noise in it
+        (1.15 * 3, "$3.45"),
     ],
 )
 def test_format_money(value: float, written: str) -> None:

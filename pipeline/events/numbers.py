@@ -100,6 +100,7 @@ def canonical_number(value: float) -> str:
 def format_money(value: float, currency: str = "USD") -> str:
     """How a threshold is written in a question: $100,000 / $150 / $2.35 / $0.50 / $0.00001234."""
     sign = {"USD": "$", "EUR": "€", "GBP": "£"}.get(currency, "")
+    value = _clean(value)  # a band's bound is a product: 0.0000021 * 50 must read $0.000105
     if value >= 1 and float(value).is_integer():
         body = f"{int(value):,}"
     elif value >= 1:

@@ -96,7 +96,8 @@ COUNT_BEFORE = re.compile(
     r"\b(?:holdings?|holds|reserves?|supply|market\s+(?:cap|capitali[sz]ation|value)|mcap|valuation|valued|fund(?:s|ing)?"
     r"|rais(?:e|es|ed|ing)|TVL|total\s+value\s+locked|volume|open\s+interest|inflows?|outflows?|treasury|stash"
     r"|addresses|wallets|users|holders|transactions|accounts|stak(?:ed|ing)|deposits?|liquidations?|revenue|fees"
-    r"|profits?|losses|debt|loans?|bonds?|sales|buy(?:back)?s?|purchases?|acquisitions?|worth|AUM|assets\s+under)\b"
+    r"|profits?|losses|debt|loans?|bonds?|sales|buy(?:back)?s?|purchases?|acquisitions?|worth|AUM|assets\s+under"
+    r"|total|sum)\b"
     r"(?:\W+\w+){0,2}\W+$",
     re.I,
 )
