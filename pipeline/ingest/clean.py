@@ -62,6 +62,8 @@ _WRAPPED = re.compile(r"[ \t]*[\r\n][\s]*|\t")
 # ANSI escape sequences, so no "[2J" is left behind.
 _CONTROL = re.compile(r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _URL_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# Every sequence _CONTROL removes holds one of these: one character class is a fast scan of a long text.
+_CONTROL_CHAR = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 
 def _strip_url(url: str) -> str:
@@ -208,7 +210,7 @@ def normalize_space(text: str) -> str:
 def drop_controls(text: str) -> str:
     """``text`` without control characters (but tab, LF, CR) and ANSI escape sequences: stored text is shown in
     terminals and pages, where they clear screens or hide text."""
-    return _CONTROL.sub("", text) if _CONTROL.search(text) else text
+    return _CONTROL.sub("", text) if _CONTROL_CHAR.search(text) else text
 
 
 def html_to_text(fragment: str | None) -> str:
