@@ -12,6 +12,7 @@ In the spirit of GitHub's GraphQL cost: what a request may return, not what it h
                interval's limit when no snapshot is loaded), else its default count)
          + for `trendingTickers` / `trendingTopics`, their `first` (default 10), as for a connection
 
+Filters do not change the cost (``ids`` included: a page of ``first`` nodes costs ``first`` whatever selects them).
 Examples: ``cryptoNews(first: 10)`` costs 11; ``cryptoNews(first: 100)`` plus ``predictionEvents(first: 20)``
 costs 121; ``{ usage { plan } }`` costs 0. Charged per response key, as GraphQL answers: a field selected twice
 under one name (directly or through fragments) is one field in the result and is charged once, while the same
@@ -44,7 +45,24 @@ from warehouse.trends import RangeError, SentimentRequest, max_buckets
 
 MAX_PAGE = 100
 DEFAULT_PAGE = 10
+MAX_MIN_SOURCES = 1000  # `stories(minSources:)`
 FREE_ROOT_FIELDS = frozenset({"usage", "__typename"})
+
+
+def range_hint(field_name: str, arg_name: str) -> str | None:
+    """What an Int argument of a root field allows, for an error about its value (graphql-core's own, for a number
+    beyond 32 bits, says only that); None for other arguments."""
+    query_type = SCHEMA.query_type
+    assert query_type is not None
+    field = query_type.fields.get(field_name)
+    if field is None or arg_name not in field.args:
+        return None
+    if arg_name in ("first", "last"):
+        what = "connection" if "after" in field.args else "list"
+        return f"`{arg_name}` on the `{field_name}` {what} must be from 1 to {MAX_PAGE}; omit it for the default of {DEFAULT_PAGE}"
+    if field_name == "stories" and arg_name == "minSources":
+        return f"`minSources` must be from 1 to {MAX_MIN_SOURCES}"
+    return None
 
 
 def page_size(field_name: str, args: dict[str, Any], paged: bool = True) -> int:

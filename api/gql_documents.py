@@ -19,11 +19,13 @@ Validation then runs in a worker thread (``api.news``): within these limits it c
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from threading import Lock
 from typing import Any
 
 from graphql import (
+    ArgumentNode,
     DocumentNode,
     FieldNode,
     FragmentDefinitionNode,
@@ -34,12 +36,15 @@ from graphql import (
     OperationDefinitionNode,
     OperationType,
     SelectionSetNode,
+    VariableDefinitionNode,
+    VariableNode,
     parse,
     validate,
 )
 from graphql.validation.validate import ValidationAbortedError
 from starlette.responses import JSONResponse
 
+from api.cost import range_hint
 from api.errors import ApiError
 from api.gql_schema import SCHEMA
 
@@ -227,7 +232,9 @@ def _prepare(query: str) -> Prepared:
             )
         errors.append(GraphQLError(f"more than {len(errors)} validation errors; fix these and send the query again"))
     if errors:
-        raise _error(400, "GRAPHQL_VALIDATION_FAILED", list(errors))
+        errors, sizes = _literal_hints(list(errors), document)
+        # A size beyond 32 bits (`first: 100000000000`) is the mistake `first: 101` is: the same code.
+        raise _error(400, "BAD_USER_INPUT" if sizes == len(errors) else "GRAPHQL_VALIDATION_FAILED", errors)
     introspection = any(
         isinstance(sel, FieldNode) and sel.name.value in INTROSPECTION_ROOTS
         for d in document.definitions
@@ -236,6 +243,62 @@ def _prepare(query: str) -> Prepared:
     )
     directives = _has_directives(document)
     return Prepared(document, fragments, operations, introspection, directives)
+
+
+def _arguments(definitions: Any) -> Iterator[tuple[str, ArgumentNode]]:
+    """``(field name, argument)`` of every field with arguments in ``definitions`` (operations and fragments)."""
+    stack: list[SelectionSetNode] = [
+        d.selection_set for d in definitions if isinstance(d, OperationDefinitionNode | FragmentDefinitionNode)
+    ]
+    while stack:
+        for sel in stack.pop().selections:
+            if isinstance(sel, FieldNode):
+                for arg in sel.arguments or ():
+                    yield sel.name.value, arg
+            sub = getattr(sel, "selection_set", None)
+            if sub is not None:
+                stack.append(sub)
+
+
+def _hinted(error: GraphQLError, hints: list[str]) -> GraphQLError:
+    return GraphQLError("; ".join([error.message, *hints]), error.nodes, error.source, error.positions, error.path,
+                        error.original_error, error.extensions)
+
+
+def _literal_hints(errors: list[GraphQLError], document: DocumentNode) -> tuple[list[GraphQLError], int]:
+    """graphql-core's errors about the value of a sized argument (`first: 100000000000`: "Int cannot represent non
+    32-bit signed integer value") with what the argument allows appended, and how many of the errors are such
+    out-of-range sizes."""
+    at = {id(arg.value): (field, arg.name.value) for field, arg in _arguments(document.definitions)}
+    out, sizes = [], 0
+    for error in errors:
+        node = error.nodes[0] if error.nodes and len(error.nodes) == 1 else None
+        hint = range_hint(*at[id(node)]) if node is not None and id(node) in at else None
+        if hint is None:
+            out.append(error)
+            continue
+        out.append(_hinted(error, [hint]))
+        sizes += "32-bit" in error.message
+    return out, sizes
+
+
+def variable_hints(errors: list[GraphQLError], operation: OperationDefinitionNode,
+                   fragments: dict[str, FragmentDefinitionNode] | None = None) -> list[GraphQLError]:
+    """Errors coercing a variable (``$n`` = 100000000000 used as `first`) with what the sized arguments that take
+    it allow appended."""
+    out = []
+    for error in errors:
+        node = error.nodes[0] if error.nodes else None
+        hints: list[str] = []
+        if isinstance(node, VariableDefinitionNode):
+            name = node.variable.name.value
+            for field, arg in _arguments([operation, *(fragments or {}).values()]):
+                if isinstance(arg.value, VariableNode) and arg.value.name.value == name:
+                    hint = range_hint(field, arg.name.value)
+                    if hint is not None and hint not in hints:
+                        hints.append(hint)
+        out.append(_hinted(error, hints) if hints else error)
+    return out
 
 
 def _has_directives(document: DocumentNode) -> bool:

@@ -19,6 +19,7 @@ the same resolvers, which is the reference (a test runs both on the same queries
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from typing import Any
 from graphql import (
     ExecutionResult,
     FieldNode,
+    FragmentDefinitionNode,
     GraphQLError,
     GraphQLList,
     GraphQLNonNull,
@@ -38,10 +40,11 @@ from graphql import (
 from graphql.execution.collect_fields import collect_fields, collect_sub_fields
 from graphql.execution.values import get_argument_values, get_variable_values
 
-from api.cost import sentiment_request
+from api.cost import MAX_MIN_SOURCES, sentiment_request
 from api.errors import ApiError
-from api.gql_documents import GraphQLRequestError, Prepared
+from api.gql_documents import GraphQLRequestError, Prepared, variable_hints
 from api.gql_schema import SCHEMA
+from api.lookup import parse_ids, with_ids
 from warehouse import trends
 from warehouse.cursors import CursorError, decode_event_cursor, decode_news_cursor, decode_story_cursor
 from warehouse.read import CacheMiss, EventFilters, NewsFilters, PageRequest, SnapshotReader, StoryFilters
@@ -98,10 +101,33 @@ def _ordered(args: dict[str, Any], low: str, high: str) -> None:
 
 
 def _page(args: dict[str, Any], decode: Callable[[str], Any]) -> PageRequest:
-    return PageRequest(
+    req = PageRequest(
         first=args.get("first"), last=args.get("last"),
         after=_cursor(decode, args.get("after"), "after"), before=_cursor(decode, args.get("before"), "before"),
     )
+    _window(args, req)
+    return req
+
+
+def _window(args: dict[str, Any], req: PageRequest) -> None:
+    """`after` takes items strictly older than its instant and `before` items strictly newer: given as dates or
+    timestamps with `after` not later than `before`, the window is empty by construction, as a reversed
+    `since`/`until`: say so instead of answering an empty page. A news or story cursor is opaque (a key, not a
+    date): a pair holding one is left alone. An event cursor is its `createdAt` (documented), so a pair of event
+    cursors is a pair of timestamps."""
+    after, before = req.after, req.before
+    if after is None or before is None:
+        return
+    if getattr(after, "id", None) is not None or getattr(before, "id", None) is not None:
+        return  # a news or story cursor
+    if after.at > before.at:
+        return
+    a, b = json.dumps(args["after"]), json.dumps(args["before"])
+    what = (f"`after` ({a}) is not later than `before` ({b}): `after` takes items strictly older than it and "
+            "`before` items strictly newer, so no item can match")
+    if after.at == before.at:  # swapped, they would be the same instant again
+        raise _bad(f"{what}; leave one out, or pass two different instants (the newer one as `after`)")
+    raise _bad(f"{what}; to list the items in between, swap them (after: {b}, before: {a}), or leave one out")
 
 
 def parse_news_args(args: dict[str, Any]) -> tuple[PageRequest, NewsFilters]:
@@ -109,24 +135,28 @@ def parse_news_args(args: dict[str, Any]) -> tuple[PageRequest, NewsFilters]:
     if search is not None and len(search) > MAX_SEARCH:
         raise _bad(f"`search` is {len(search)} characters long; at most {MAX_SEARCH} are allowed")
     _ordered(args, "since", "until")
+    ids = parse_ids(args, "cryptoNews")
+    if ids is not None and args.get("collapseStories"):
+        raise _bad("`ids` names the articles to list and `collapseStories` would leave some of them out (those "
+                   "that are not their story's earliest): leave one out")
     filters = NewsFilters(
         tickers=_values(args, "tickers"), topics=_values(args, "topics"), sentiment=args.get("sentiment"),
         sources=_values(args, "sources"), since=args.get("since"), until=args.get("until"), search=search or None,
         collapse_stories=bool(args.get("collapseStories")),
     )
-    return _page(args, decode_news_cursor), filters
+    return _page(args, decode_news_cursor), with_ids(filters, ids)
 
 
 def parse_story_args(args: dict[str, Any]) -> tuple[PageRequest, StoryFilters]:
     min_sources = args.get("minSources")
-    if min_sources is not None and not 1 <= min_sources <= 1000:
-        raise _bad(f"`minSources` must be from 1 to 1000 (got {min_sources})")
+    if min_sources is not None and not 1 <= min_sources <= MAX_MIN_SOURCES:
+        raise _bad(f"`minSources` must be from 1 to {MAX_MIN_SOURCES} (got {min_sources})")
     _ordered(args, "since", "until")
     filters = StoryFilters(
         tickers=_values(args, "tickers"), topics=_values(args, "topics"), since=args.get("since"),
         until=args.get("until"), min_sources=min_sources,
     )
-    return _page(args, decode_story_cursor), filters
+    return _page(args, decode_story_cursor), with_ids(filters, parse_ids(args, "stories"))
 
 
 def parse_event_args(args: dict[str, Any]) -> tuple[PageRequest, EventFilters]:
@@ -135,7 +165,7 @@ def parse_event_args(args: dict[str, Any]) -> tuple[PageRequest, EventFilters]:
         tickers=_values(args, "tickers"), tags=_values(args, "tags"), status=args.get("status"),
         date_from=args.get("dateFrom"), date_to=args.get("dateTo"), updated_since=args.get("updatedSince"),
     )
-    return _page(args, decode_event_cursor), filters
+    return _page(args, decode_event_cursor), with_ids(filters, parse_ids(args, "predictionEvents"))
 
 
 def parse_sentiment_args(args: dict[str, Any]) -> trends.SentimentRequest:
@@ -199,7 +229,8 @@ def run_stories(ctx: Context, parsed: tuple[PageRequest, StoryFilters], need_pag
 def run_events(ctx: Context, parsed: tuple[PageRequest, EventFilters], need_page_info: bool = True) -> dict[str, Any]:
     assert ctx.reader is not None
     req, filters = parsed
-    page = ctx.reader.events_page(req, filters, now=ctx.now, need_next=need_page_info, need_previous=need_page_info)
+    page = ctx.reader.events_page(req, filters, now=ctx.now, need_next=need_page_info,
+                                             need_previous=need_page_info)
     return _connection(page, _event_cursor)
 
 
@@ -320,9 +351,15 @@ class Plan:
         return any(f.name == "usage" for f in self.fields)
 
 
-def coerce_variables(operation: OperationDefinitionNode, raw: dict[str, Any] | None) -> dict[str, Any]:
+def coerce_variables(
+    operation: OperationDefinitionNode, raw: dict[str, Any] | None,
+    fragments: dict[str, FragmentDefinitionNode] | None = None,
+) -> dict[str, Any]:
+    """The variables coerced to their types; a 400 BAD_USER_INPUT for values they cannot take (a variable a sized
+    argument takes, `first: $n`, is told what that argument allows: ``fragments`` are searched for its uses too)."""
     coerced = get_variable_values(SCHEMA, operation.variable_definitions or (), raw or {}, max_errors=10)
     if isinstance(coerced, list):
+        coerced = variable_hints(coerced, operation, fragments)  # a bad `first: $n` also says what it allows
         formatted = [{**e.formatted, "extensions": {"code": "BAD_USER_INPUT"}} for e in coerced]
         raise GraphQLRequestError(400, "BAD_USER_INPUT", coerced[0].message, errors=formatted)
     return coerced

@@ -132,7 +132,7 @@ StorySummary = GraphQLObjectType(
 News = GraphQLObjectType(
     "News",
     {
-        "id": GraphQLField(_nn(GraphQLID)),
+        "id": GraphQLField(_nn(GraphQLID), description="`a_` and 16 lower-case hexadecimal digits."),
         "title": GraphQLField(_nn(GraphQLString)),
         "text": GraphQLField(_nn(GraphQLString), description="The article's summary as plain text."),
         "sentiment": GraphQLField(GraphQLString, description="`Positive`, `Negative` or `Neutral`; null if not scored yet."),
@@ -331,6 +331,11 @@ def _string_list() -> GraphQLList:
     return GraphQLList(_nn(GraphQLString))
 
 
+def _ids_doc(what: str, form: str) -> str:
+    return (f"{what} with any of these ids ({form}; at most 100), with the other filters and paging as usual; an "
+            "unknown id is simply absent, an empty list matches nothing.")
+
+
 Query = GraphQLObjectType(
     "Query",
     {
@@ -349,6 +354,9 @@ Query = GraphQLObjectType(
                     GraphQLBoolean, default_value=False,
                     description="One article per story (its earliest), so a story told by ten sources is listed once.",
                 ),
+
+                "ids": GraphQLArgument(_string_list(), description=_ids_doc("Articles", "`a_` and 16 lower-case hexadecimal digits")
+                                       + " Not with `collapseStories`."),
             },
             description="News, newest first.",
         ),
@@ -361,6 +369,8 @@ Query = GraphQLObjectType(
                 "since": GraphQLArgument(DateTime, description="First seen at or after."),
                 "until": GraphQLArgument(DateTime, description="First seen at or before."),
                 "minSources": GraphQLArgument(GraphQLInt, description="Reported by at least this many sources."),
+
+                "ids": GraphQLArgument(_string_list(), description=_ids_doc("Stories", "`st_` and 20 letters or digits")),
             },
             description="Stories, newest (firstSeen) first.",
         ),
@@ -375,6 +385,8 @@ Query = GraphQLObjectType(
                 "dateTo": GraphQLArgument(DateTime, description="Resolution date at or before."),
                 "updatedSince": GraphQLArgument(DateTime, description="Events that changed at or after this instant "
                                                 "(new, edited, withdrawn or restored): what a client polls for."),
+
+                "ids": GraphQLArgument(_string_list(), description=_ids_doc("Events", "`pevt_` and 20 letters or digits")),
             },
             description="Prediction events, newest (by createdAt) first.",
         ),

@@ -201,7 +201,7 @@ class NewsComponent:
             self.plans.move_to_end(key)
             return found
         operation = prepared.operation(operation_name)
-        coerced = coerce_variables(operation, variables)
+        coerced = coerce_variables(operation, variables, prepared.fragments)
         cost = query_cost(operation, prepared.fragments, coerced, anchor)
         planned = (plan_operation(prepared, operation, coerced, variables), cost)
         self.plans[key] = planned
