@@ -12,6 +12,9 @@ In the spirit of GitHub's GraphQL cost: what a request may return, not what it h
                interval's limit when no snapshot is loaded), else its default count)
          + for `trendingTickers` / `trendingTopics`, their `first` (default 10), as for a connection
 
+Over a snapshot published by an older cryptowire, a root field it serves none of the data of (``stories``: an
+empty list) costs nothing, and a request asking nothing else costs 0 (``api.older``).
+
 Filters do not change the cost (``ids`` included: a page of ``first`` nodes costs ``first`` whatever selects them).
 Examples: ``cryptoNews(first: 10)`` costs 11; ``cryptoNews(first: 100)`` plus ``predictionEvents(first: 20)``
 costs 121; ``{ usage { plan } }`` costs 0. Charged per response key, as GraphQL answers: a field selected twice
@@ -142,14 +145,18 @@ def _walk(
 
 def query_cost(
     operation: OperationDefinitionNode, fragments: dict[str, FragmentDefinitionNode], variables: dict[str, Any],
-    anchor: datetime | None = None,
+    anchor: datetime | None = None, free: frozenset[str] = frozenset(),
 ) -> int:
     """The CU cost of running ``operation`` (validated) with coerced ``variables``; ``anchor``: the serving
-    snapshot's newest dated article, which ends an ``assetSentiment`` range given by ``since`` alone."""
+    snapshot's newest dated article, which ends an ``assetSentiment`` range given by ``since`` alone; ``free``:
+    root fields that cost nothing, as ``usage`` (over a snapshot of an older cryptowire, those it serves none of
+    the data of: ``api.older.free_roots``)."""
     query_type = SCHEMA.query_type
     assert query_type is not None
     # graphql-core's field collection, as the executors use: fragments, @skip / @include, repeats merged.
     fields = collect_fields(SCHEMA, fragments, variables, query_type, operation.selection_set)
+    if free:
+        fields = {key: nodes for key, nodes in fields.items() if nodes[0].name.value not in free}
     if all(nodes[0].name.value in FREE_ROOT_FIELDS for nodes in fields.values()):
         return 0
     return 1 + _walk(query_type, fields, fragments, variables, 1, anchor)

@@ -372,7 +372,8 @@ Query = GraphQLObjectType(
 
                 "ids": GraphQLArgument(_string_list(), description=_ids_doc("Stories", "`st_` and 20 letters or digits")),
             },
-            description="Stories, newest (firstSeen) first.",
+            description="Stories, newest (firstSeen) first. An empty list, free of charge, over a snapshot "
+            "published before stories (`extensions.notes` says so).",
         ),
         "predictionEvents": GraphQLField(
             _nn(PredictionEventConnection),
@@ -402,7 +403,8 @@ Query = GraphQLObjectType(
                                          "snapshot's publication)."),
             },
             description="A ticker's article counts by sentiment and mean score per hour, day or week, oldest first. "
-            "Costs 1 per bucket the range may hold.",
+            "Costs 1 per bucket the range may hold. Refused (503 `SNAPSHOT_PREDATES_FIELD`, free) over a snapshot "
+            "published before sentiment buckets.",
         ),
         "trendingTickers": GraphQLField(
             _nn(Trending),

@@ -26,7 +26,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from api import bodies
+from api import bodies, older
 from api.access import ALL_METHODS, Caller, Charge, missing_key_routes
 from api.cost import query_cost
 from api.errors import ApiError
@@ -151,18 +151,20 @@ class NewsComponent:
             prepared = self.documents.lookup(query)
             if prepared is None:  # parse and validate off the event loop
                 prepared = await anyio.to_thread.run_sync(self.documents.get, query)
-            plan, cost = self._plan(prepared, query, variables, operation_name)
-            if plan.needs_snapshot and self.snapshots.current is None:
-                raise ApiError(
-                    503, "NOT_READY", "no serving snapshot is loaded yet: run `cryptowire materialize` on the writer "
-                    "machine (on an API machine, copy the writer's snapshots/ here, parts first)",
-                    {"Retry-After": "5"},
-                )
-            charge = await access.reserve(caller, cost)
-            usage = await access.usage(caller) if plan.needs_usage else None
+            # The snapshot is held from planning on: its cost, what it lacks and the answer all come from the same one.
             with self.snapshots.acquire() as snap:
-                if plan.needs_snapshot and snap is None:  # pragma: no cover - checked above; a switch keeps one
-                    raise ApiError(503, "NOT_READY", "no serving snapshot is loaded", {"Retry-After": "5"})
+                plan, cost = self._plan(prepared, query, variables, operation_name, snap)
+                if plan.needs_snapshot and snap is None:
+                    raise ApiError(
+                        503, "NOT_READY", "no serving snapshot is loaded yet: run `cryptowire materialize` on the "
+                        "writer machine (on an API machine, copy the writer's snapshots/ here, parts first)",
+                        {"Retry-After": "5"},
+                    )
+                gaps, shown = (snap.gaps, snap.name) if snap is not None and plan.needs_snapshot else (frozenset(), "")
+                if gaps:  # a snapshot of an older cryptowire: a field it cannot answer is refused, free
+                    older.refuse(plan, shown, gaps)
+                charge = await access.reserve(caller, cost)
+                usage = await access.usage(caller) if plan.needs_usage else None
                 outcome = await self._execute(plan, snap, usage)
                 if snap is not None and _failed_here(outcome):
                     damage = snap.damage()  # a read error from a damaged part says what is wrong, not "logged"
@@ -175,6 +177,10 @@ class NewsComponent:
             body: dict[str, Any] = {"data": outcome.data}
             if outcome.errors:
                 body["errors"] = outcome.errors
+            if gaps and outcome.data is not None:  # what the snapshot's age changed in this answer
+                notes = older.notes(plan, shown, gaps)
+                if notes:
+                    body["extensions"] = {"notes": notes}
             return FastJSONResponse(body, status_code=status, headers=access.headers(caller, charge))
         except ApiError as err:
             if charge is not None:
@@ -189,20 +195,22 @@ class NewsComponent:
             return err.graphql_response()
 
     def _plan(
-        self, prepared: Prepared, query: str, variables: dict[str, Any], operation_name: str | None
+        self, prepared: Prepared, query: str, variables: dict[str, Any], operation_name: str | None,
+        snap: Snapshot | None,
     ) -> tuple[Plan, int]:
         """Coerced variables, cost and planned root fields of a prepared document, cached by query, operation,
-        variables and the snapshot's anchor: a pure function of them, and pollers repeat the same request."""
-        snap = self.snapshots.current  # its newest dated article ends an assetSentiment range given by `since` alone
-        anchor = snap.facts.get("newest_dated") if snap is not None else None
-        key = (query, operation_name, json.dumps(variables, sort_keys=True), anchor)  # parsed from JSON: serialisable
+        variables, the snapshot's anchor and the root fields it makes free: a pure function of them, and pollers
+        repeat the same request."""
+        anchor = snap.facts.get("newest_dated") if snap is not None else None  # ends a range given by `since` alone
+        free = older.free_roots(snap.gaps) if snap is not None else frozenset()  # what an older snapshot lacks
+        key = (query, operation_name, json.dumps(variables, sort_keys=True), anchor, free)  # variables: from JSON
         found = self.plans.get(key)
         if found is not None and found[0].prepared is prepared:
             self.plans.move_to_end(key)
             return found
         operation = prepared.operation(operation_name)
         coerced = coerce_variables(operation, variables, prepared.fragments)
-        cost = query_cost(operation, prepared.fragments, coerced, anchor)
+        cost = query_cost(operation, prepared.fragments, coerced, anchor, free)
         planned = (plan_operation(prepared, operation, coerced, variables), cost)
         self.plans[key] = planned
         while len(self.plans) > PLAN_CACHE_SIZE:

@@ -25,6 +25,7 @@ from typing import Any
 import anyio.to_thread
 import duckdb
 
+from api.older import snapshot_gaps
 from warehouse.parts.read import Layout, is_set, open_snapshot, set_parts
 from warehouse.published import current_snapshot
 from warehouse.read import PageCache, SnapshotReader, snapshot_fact
@@ -69,6 +70,15 @@ class Snapshot:
             snapshot_fact(self.facts, "newest_dated", lambda: newest_dated(self.con))
         except Exception:  # a snapshot that cannot tell: such requests are priced at the interval's limit
             log.warning("snapshot %s: its newest dated article could not be read", self.name, exc_info=True)
+        # What an older cryptowire's snapshot lacks (api.older): the fields that need it are refused or noted.
+        self.gaps: frozenset[str] = frozenset()
+        try:
+            self.gaps = snapshot_gaps(self.con)
+        except Exception:  # pragma: no cover - a readable snapshot answers its catalog
+            log.warning("snapshot %s: its tables could not be listed", self.name, exc_info=True)
+        if self.gaps:
+            log.warning("snapshot %s was published by an older cryptowire and lacks: %s; run `cryptowire "
+                        "materialize` to publish a new one", self.name, ", ".join(sorted(self.gaps)))
         self.refs = 0
         self.retired = False
         self.closed = False

@@ -200,6 +200,7 @@ def register(app: typer.Typer) -> None:
         from warehouse.trends import (
             RangeError,
             SentimentRequest,
+            has_table,
             known_ticker,
             newest_dated,
             sentiment_series,
@@ -215,6 +216,10 @@ def register(app: typer.Typer) -> None:
         settings = get_settings()
         con, path = open_latest_snapshot(settings.snapshots_dir)
         try:
+            if not has_table(con, "sentiment"):  # as `assetSentiment` refuses it: no bucket to plot, whatever the range
+                fail(f"the latest snapshot ({path.name}) was published by an older cryptowire and has no sentiment "
+                     "buckets (its `sentiment` table came later): run `cryptowire materialize` to publish a new one, "
+                     "then plot again")
             # The range's end when --until is not given: never past the snapshot's publication nor this clock.
             facts: dict[str, Any] = {"newest_dated": newest_dated(con, now=datetime.now(UTC).replace(tzinfo=None))}
             newest = facts["newest_dated"]
