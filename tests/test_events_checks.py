@@ -96,6 +96,15 @@ DEADLINES_2 = [
     "Cardano to Roll Out Cardano Network on December 2",
     "Polkadot to Debut Polkadot Chain by November 5",
 ]
+# Third round (a blind tester's headlines of 2026-11-27, reworded): units after a number, a vote's own close,
+# a spaced hyphen between clauses, hyphenated verbs, base-form verbs and generic words as names.
+TRAPS_3 = [
+    "Ethereum Eyes 10,000 TPS by Year-End After the Gas Limit Rise",
+    "Cardano Voltaire Upgrade Poll Closes December 9; No Activation Date Yet",
+    "Cardano Fast-Tracks Upgrade: Launch Tipped for December 8",
+    "Avalanche Readies Launch of Next-Gen Upgrade on December 11",
+    "Solana Gears Up for Amendment Launch December 8",
+]
 CONTROLS_2 = [
     ("Solana Wins Upgrade Vote, Firedancer Activation Set for December 14",
      "Will the Solana Firedancer upgrade go live on mainnet by December 14, 2026?"),
@@ -107,7 +116,15 @@ CONTROLS_2 = [
      "Will Bitcoin close above $150,000 on December 15, 2026?"),
     ("Ethereum Eyes $6,000 by November 20; Analysts Point to Rising Fees",
      "Will Ethereum close above $6,000 on November 20, 2026?"),
+    ("Ethereum Could Hit $6,000 - Staking Queue Clears by March 3, 2027",
+     "Will Ethereum close above $6,000 on October 31, 2026?"),
 ]
+
+
+@pytest.mark.parametrize("title", TRAPS_3)
+def test_units_a_votes_close_and_generic_or_verb_names_give_nothing(title: str) -> None:
+    events, refused = derive(title)
+    assert events == [], (title, refused)
 
 
 @pytest.mark.parametrize("title", COUNTS_2)

@@ -104,7 +104,8 @@ COUNT_BEFORE = re.compile(
 COUNT_AFTER = re.compile(
     r"^\s*(?:coins?|tokens?|units?|shares?|users?|addresses|wallets?|holders?|transactions?|accounts?|followers?"
     r"|downloads?|nodes?|validators?|miners?|blocks?|people|investors?|customers?|fund\b|raise\b|round\b"
-    r"|valuation|market\s+cap|in\s+(?:assets|AUM|TVL))\b",
+    r"|valuation|market\s+cap|in\s+(?:assets|AUM|TVL)|TPS|txs?|per\s+second|members|subscribers|developers|devs"
+    r"|contracts|dApps|apps|projects|pairs|markets)\b",
     re.I,
 )
 

@@ -79,13 +79,15 @@ _OTHER_DEADLINE = re.compile(
     r"|sunset\w*|shut(?:s|ting)?\s+down|shutdown|wind(?:s|ing)?\s+down|deprecat\w*|discontinu\w*|delist\w*"
     r"|end\s+support|cease\w*|close\s+(?:their|your|the)\s+accounts?|expir\w*"
     # what people are told to do by a date: "users must verify by", "stakers have until", "holders should move"
+    # a vote's or poll's own close ("Protocol 25 upgrade vote ends December 3"): the vote's date, not the upgrade's
+    r"|(?:vote|voting|poll|ballot|proposal)s?\s+(?:\w+\s+)?(?:ends?|closes?|concludes?|wraps?|deadline)"
     r"|(?:users|holders|investors|stakers|validators|operators|customers|traders|delegators|miners|participants"
     r"|members|owners|everyone|you)\s+(?:\w+\s+){0,2}?(?:must|should|need\s+to|have\s+until|(?:are\s+)?(?:told|urged"
     r"|asked|required|reminded)\s+to))\b",
     re.I,
 )
 # A clause of its own after the question's object ("...; Convert STRK before December 5", "... — Users must ...").
-_CLAUSE_BREAK = re.compile(r";|\s[\u2013\u2014]\s|\u2014|\s(?:as|while|amid|whereas)\s", re.I)
+_CLAUSE_BREAK = re.compile(r";|\s[-\u2013\u2014]\s|\u2014|\s(?:as|while|amid|whereas)\s", re.I)
 
 
 def foreign_deadline(unit: str, hit: DateHit) -> bool:
@@ -376,9 +378,10 @@ HEADLINE_VERBS = frozenset(
     votes rejects activates deploys releases enters enables sparks triggers fuels boosts alert alerts news update
     updates report reports nears hints signals lands drives powers unlocks secures taps integrates partners
     welcomes celebrates explains explained why how what when where who will would could can may might should
-    must to set slated due eyed planned expected""".split()
+    must to set slated due eyed planned expected launch roll unveil deploy ship activate introduce""".split()
 )
-_GENERIC = frozenset("network protocol chain mainnet layer blockchain".split())
+_GENERIC = frozenset("network protocol chain mainnet layer blockchain amendment update patch feature release version "
+                     "proposal improvement fix next-gen next-generation".split())
 _MONTH_WORDS = frozenset(
     "january february march april may june july august september october november december jan feb mar apr jun "
     "jul aug sep sept oct nov dec q1 q2 q3 q4".split()
@@ -496,8 +499,8 @@ def is_noun_phrase(name: str) -> bool:
     if not words:
         return False
     lowered = [w.lower().strip(".") for w in words]
-    if any(w in HEADLINE_VERBS or w in _PARTICLES for w in lowered):
-        return False
+    if any(w in HEADLINE_VERBS or w in _PARTICLES for w in lowered) or all(w in _GENERIC for w in lowered):
+        return False  # ... or only generic words: "Amendment", "Next-Gen" name nothing
     if _verb_s(lowered[-1]) and not any(re.search(r"\d", w) for w in words):
         return False  # "Hedera Nabs Upgrade Slot": the name ends on the headline's verb ("Rewards v2" is a name)
     if lowered[-1] in _NAME_STOP and not re.fullmatch(r"v?\d[\w.]*", words[-1]):
@@ -516,6 +519,7 @@ _PARTICLES = frozenset("up off out down over back away ahead forward around".spl
 def _verb_s(word: str) -> bool:
     """Whether a word reads as a verb of the headline ("Nabs", "Earns", "Issues"): -s after a consonant, or an
     English word plus -s/-es. Coined names stay ("Hermes", "Plutus", "Atlas", "Glamsterdam")."""
+    word = word.rsplit("-", 1)[-1]  # "Fast-Tracks"
     if len(word) < 4 or not word.isalpha() or not word.endswith("s") or word.endswith(("ss", "us", "is", "os", "as")):
         return False
     return word[-2] not in "aeiouy" or word[:-1] in english_words() or (word.endswith("es") and word[:-2] in english_words())
