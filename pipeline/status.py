@@ -111,22 +111,91 @@ def _published(current: Path) -> Published:
     return Published(tag, created, {t: created.isoformat(sep=" ") if created else None for t in SOURCES})
 
 
+def _columns(con: Any, table: str) -> set[str]:
+    return {r[0] for r in con.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [table]).fetchall()}
+
+
 def _behind(con: Any, names: set[str], published: Published) -> dict[str, int]:
     """Per warehouse table, the rows the served snapshot does not show yet (only tables with some): written
-    after its watermarks, and, for raw_articles, ingested but not in `articles` yet."""
+    after its watermarks, and, for raw_articles, ingested but not in `articles` yet. On a warehouse whose
+    migrations are pending (made by an older cryptowire) only the columns it has are compared."""
     from warehouse.parts.changes import SOURCES
 
     behind: dict[str, int] = {}
     if {"raw_articles", "articles"} <= names:
-        behind["raw_articles"] = con.execute(NOT_ENRICHED_SQL).fetchall()[0][0]
+        sql = NOT_ENRICHED_SQL
+        if "date_inferred" not in _columns(con, "articles"):  # before migration 0004
+            sql = sql.replace("\n   OR a.date_inferred IS DISTINCT FROM r.date_inferred", "")
+        behind["raw_articles"] = con.execute(sql).fetchall()[0][0]
     for table, (src, _, stamps) in SOURCES.items():
         mark = published.marks.get(table)
         if src not in names or mark is None:
+            continue
+        have = _columns(con, src)
+        stamps = tuple(s for s in stamps if s in have)  # prediction_events.withdrawn_at: migration 0005
+        if not stamps:
             continue
         where = " OR ".join(f"{stamp} > ?::TIMESTAMP" for stamp in stamps)
         sql = f"SELECT count(*) FROM {src} WHERE {where}"
         behind[src] = con.execute(sql, [mark] * len(stamps)).fetchall()[0][0]
     return {t: n for t, n in behind.items() if n}
+
+
+def _shipped_versions() -> dict[str, str]:
+    """The sentiment model's and the tagger's versions as this cryptowire ships them: what `articles` compares
+    its rows' model_version and tagger_version with (``pipeline.enrich``). Read from the files, no model built."""
+    found: dict[str, str] = {}
+    try:
+        from models.sentiment.model import int8_model_version
+
+        found["model_version"] = int8_model_version()
+    except Exception as exc:  # a model file missing or damaged: materialize says so; status shows the rest
+        found["model_version_error"] = str(exc)
+    try:
+        from models.tagging import get_tagger
+
+        found["tagger_version"] = get_tagger().version
+    except Exception as exc:
+        found["tagger_version_error"] = str(exc)
+    return found
+
+
+def _upgrade(con: Any, names: set[str]) -> dict[str, Any]:
+    """What an upgrade of cryptowire left to do in this warehouse (read only: status never migrates): the
+    migrations it lacks, and the articles scored or tagged by another model or tagger version than the shipped
+    ones; each with what brings it up to date (``steps``). Versions recorded by a newer cryptowire: upgrade it."""
+    from warehouse import db
+
+    pending, newer = db.schema_state(con)
+    found: dict[str, Any] = {"pending_migrations": pending, "latest_migration": db.latest_version()}
+    steps = []
+    if newer:
+        found["newer_migrations"] = newer
+        steps.append(f"the warehouse has schema version {max(newer)}, newer than this cryptowire knows "
+                     f"({found['latest_migration']}): upgrade cryptowire (this one refuses to write it; reading "
+                     "still works)")
+    elif pending:
+        what = pending[0] if len(pending) == 1 else f"{pending[0]} to {pending[-1]}"
+        steps.append(f"{len(pending)} schema migration{'s' if len(pending) != 1 else ''} pending ({what}): the "
+                     "next `cryptowire materialize` applies them (status only reads)")
+    columns = _columns(con, "articles") if "articles" in names else set()
+    shipped = _shipped_versions()
+    found |= shipped
+    total = con.execute("SELECT count(*) FROM articles").fetchall()[0][0] if columns else 0
+    # What pipeline.enrich processes: every article whose version is not the shipped one (another, or none yet).
+    for kind, column, verb, what in (("model", "model_version", "re-scores", "scored by the shipped sentiment model"),
+                                     ("tagger", "tagger_version", "re-tags", "tagged by the shipped tagger")):
+        version = shipped.get(column)
+        if version is None or column not in columns:
+            continue
+        n = con.execute(f"SELECT count(*) FROM articles WHERE {column} IS DISTINCT FROM ?", [version]).fetchall()[0][0]
+        found[f"articles_other_{kind}"] = n
+        if n and not newer:
+            steps.append(f"{n} of {total} articles not {what} ({version}) yet: the next `cryptowire materialize` "
+                         f"{verb} them")
+    found["steps"] = steps
+    return found
 
 
 def _warehouse(settings: Settings, published: Published | None = None, serving: bool = False) -> dict[str, Any]:
@@ -161,11 +230,12 @@ def _warehouse(settings: Settings, published: Published | None = None, serving: 
             for r in con.execute(FEED_HEALTH_SQL).fetchall()
         ] if "feed_fetches" in names else []
         behind = _behind(con, names, published) if published else None
+        upgrade = _upgrade(con, names)
     finally:
         con.close()
     for f in feeds:
         f["at"] = iso_utc(f["at"])
-    found = {"exists": True, "counts": counts, "newest_article": iso_utc(newest), "feeds": feeds}
+    found = {"exists": True, "counts": counts, "newest_article": iso_utc(newest), "feeds": feeds, "upgrade": upgrade}
     return found if behind is None else {**found, "behind": behind}
 
 
@@ -320,6 +390,7 @@ def _instance_note(settings: Settings) -> dict[str, Any]:
 
 def _serving(settings: Settings) -> tuple[dict[str, Any], Published | None]:
     """What the API would serve: the snapshot ``CURRENT`` names, whether it opens complete, tag and time."""
+    from warehouse.parts import NewerFormat
     from warehouse.published import current_snapshot
     from warehouse.repair import valid_snapshot
 
@@ -331,7 +402,11 @@ def _serving(settings: Settings) -> tuple[dict[str, Any], Published | None]:
     if current is None:
         return {"current": None, "complete": False,
                 "problem": "nothing published yet: run `cryptowire materialize` to publish a snapshot"}, None
-    if current.is_file() and valid_snapshot(current):
+    try:
+        complete = current.is_file() and valid_snapshot(current)
+    except NewerFormat as exc:  # not damage (doctor must not repoint it): this cryptowire is too old to read it
+        return {"current": current.name, "complete": False, "newer": True, "problem": str(exc)}, None
+    if complete:
         import duckdb
 
         try:
@@ -419,6 +494,10 @@ def render(report: dict[str, Any]) -> str:
         newest = report["newest_article"]
         # undated items carry their fetch time: the newest *dated* one says how fresh the feeds are
         lines.append(f"newest dated article: {_shown(newest) if newest else 'none'}")
+        steps = (report.get("upgrade") or {}).get("steps") or []
+        if steps:  # an upgrade of cryptowire left these to do
+            lines.append("UPGRADE PENDING:")
+            lines += [f"  {step}" for step in steps]
     serving = report.get("serving") or {"complete": False, "current": None, "problem": "unknown"}
     if serving["complete"]:
         when = f", published {_shown(serving['published_at'])}" if serving.get("published_at") else ""
@@ -435,6 +514,8 @@ def render(report: dict[str, Any]) -> str:
             if any(r["alive"] and r["status"] != NOT_STARTED for r in report.get("runs_in_progress") or []):
                 lines.append("  (a run is in progress, listed below: it publishes when it finishes, unless "
                              "it fails)")
+    elif serving.get("newer"):  # a newer cryptowire's set: this one cannot read it, nothing is damaged
+        lines.append(f"serving snapshot: {serving['current']}: UNREADABLE HERE, {serving['problem']}")
     else:
         lines.append(f"serving snapshot: {serving['current'] or 'none'}: NOT SERVABLE, {serving['problem']}")
     lines += runs_error

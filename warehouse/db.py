@@ -60,11 +60,49 @@ def migrations() -> list[tuple[int, str, str]]:
     return out
 
 
-def migrate(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """Apply the migrations this database lacks, each in its own transaction; return their names."""
+class WarehouseTooNew(ValueError):
+    """The warehouse records migrations this cryptowire does not know: a newer cryptowire migrated it. Opening it
+    read-write (which migrates) is refused, as ``platform.sqlite`` is (``accounts.sqlite``); read-only opens go
+    on. A ValueError: ``cryptowire materialize`` reports it in one line."""
+
+    def __init__(self, path: Path | str | None, version: int, known: int) -> None:
+        self.version, self.known = version, known
+        where = f"the warehouse {path}" if path is not None else "the warehouse"
+        super().__init__(
+            f"{where} has schema version {version}, newer than this cryptowire knows ({known}): upgrade cryptowire "
+            "(a newer cryptowire migrated it; an older one must not write it), or point CRYPTOWIRE_HOME elsewhere; "
+            "reading it (`cryptowire sql`, `status`, `export`) still works"
+        )
+
+
+def latest_version() -> int:
+    """The newest migration this cryptowire knows."""
+    return max((version for version, _, _ in migrations()), default=0)
+
+
+def schema_state(con: duckdb.DuckDBPyConnection) -> tuple[list[str], list[int]]:
+    """``(pending, unknown)``: the names of the migrations this database lacks (the next read-write open applies
+    them), and the versions it records that this cryptowire does not know (a newer one applied them). Reads only:
+    a read-only connection will do."""
+    has_table = con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_migrations'"
+    ).fetchall()[0][0]
+    done = {row[0] for row in con.execute("SELECT version FROM schema_migrations").fetchall()} if has_table else set()
+    known = migrations()
+    return [name for version, name, _ in known if version not in done], sorted(done - {v for v, _, _ in known})
+
+
+def migrate(con: duckdb.DuckDBPyConnection, path: Path | str | None = None) -> list[str]:
+    """Apply the migrations this database lacks, each in its own transaction; return their names.
+
+    Raises ``WarehouseTooNew`` (applying nothing) when it records a migration this cryptowire does not know.
+    ``path``: the database's file, named in that error."""
     con.execute(
         "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name VARCHAR, applied_at TIMESTAMP)"
     )
+    _, unknown = schema_state(con)
+    if unknown:
+        raise WarehouseTooNew(path, max(unknown), latest_version())
     done = {row[0] for row in con.execute("SELECT version FROM schema_migrations").fetchall()}
     applied = []
     for version, name, sql in migrations():
@@ -137,7 +175,8 @@ def _open(path: Path, read_only: bool, wait: float) -> duckdb.DuckDBPyConnection
 def connect(
     path: Path | str, *, read_only: bool = False, lock_wait: float | None = None
 ) -> duckdb.DuckDBPyConnection:
-    """Open the warehouse; read-write connections are migrated to the latest schema first.
+    """Open the warehouse; read-write connections are migrated to the latest schema first (refused with
+    ``WarehouseTooNew`` when a newer cryptowire migrated it; read-only connections open it all the same).
 
     While another process holds the file, the open retries for ``lock_wait`` seconds (default: 30 for a writer,
     2 for a reader), then raises ``WarehouseLocked`` naming the holder and what to do. A write-ahead log DuckDB
@@ -153,7 +192,11 @@ def connect(
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
         con = _open(path, False, WRITER_LOCK_WAIT if lock_wait is None else lock_wait)
-        migrate(con)
+        try:
+            migrate(con, path)
+        except BaseException:  # WarehouseTooNew: refused, the file is not held open
+            con.close()
+            raise
     con.execute("SET TimeZone = 'UTC'")
     return con
 

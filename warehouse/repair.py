@@ -28,11 +28,13 @@ def valid_snapshot(path: Path) -> bool:
 
 def snapshot_problem(path: Path, checked: dict[str, str | None] | None = None) -> str | None:
     """Why ``path`` is not a complete snapshot, or None. ``checked`` (part name -> its problem) spares reading a
-    part shared by several sets twice."""
+    part shared by several sets twice. Raises ``parts.NewerFormat`` for a set a newer cryptowire wrote."""
     if parts.is_set(path):
         try:
             names = parts.set_parts(path)
-        except (OSError, ValueError, KeyError):
+        except parts.NewerFormat:  # not damage: this cryptowire is too old to judge it (raised, never repaired)
+            raise
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return "its manifest cannot be read"
         checked = {} if checked is None else checked
         for name in names:
@@ -55,6 +57,24 @@ def snapshot_problem(path: Path, checked: dict[str, str | None] | None = None) -
         con.close()
 
 
+def refuse_newer(snapshots_dir: Path) -> None:
+    """Raise ``parts.NewerFormat`` when a set in ``snapshots_dir`` was written by a newer cryptowire (the newest
+    such set named). Such a set is not damage: "repairing" it would point ``CURRENT`` back at an older set (or
+    take its parts for orphans), rolling back what the newer cryptowire published. A manifest that does not read
+    at all is damage, left to ``repair_snapshots``."""
+    from warehouse.published import SET_PREFIX
+
+    for manifest in reversed(list_snapshots(snapshots_dir)):
+        if not manifest.name.startswith(SET_PREFIX):
+            continue
+        try:
+            parts.read_manifest(manifest)
+        except parts.NewerFormat:
+            raise
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue
+
+
 def repair_snapshots(snapshots_dir: Path, fix: bool = True) -> list[str]:
     """Delete unfinished snapshot and part files, pointer temp files and parts no set references; point a
     missing or dangling ``CURRENT`` (or one naming a set with a damaged part) at the newest complete snapshot (a
@@ -62,10 +82,14 @@ def repair_snapshots(snapshots_dir: Path, fix: bool = True) -> list[str]:
 
     Parts and temp files of sets are only touched while no publish runs, in any process: a publish holds
     ``.publish.lock`` from its first part to its switch of ``CURRENT``, and writes its parts before the manifest
-    that references them."""
+    that references them.
+
+    A set written by a newer cryptowire is refused before anything is touched (``refuse_newer`` raises
+    ``parts.NewerFormat``, a ValueError whose message says to upgrade): it is not damage to repair."""
     snapshots_dir = Path(snapshots_dir)
     if not snapshots_dir.is_dir():
         return []
+    refuse_newer(snapshots_dir)
     done = []
     verb = "removed" if fix else "would remove"
     for tmp in sorted(snapshots_dir.glob(f".{POINTER}.*.tmp")):

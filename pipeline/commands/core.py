@@ -230,11 +230,13 @@ def register(app: typer.Typer) -> None:
         `cryptowire materialize` does the same before every run."""
         from pipeline.jobs import InstanceError
         from pipeline.jobs import doctor as run_doctor
+        from warehouse.db import WarehouseTooNew
+        from warehouse.parts import NewerFormat
 
         settings = _settings()
         try:
             repairs, skipped = run_doctor(settings, fix=not check)
-        except InstanceError as exc:
+        except (InstanceError, NewerFormat, WarehouseTooNew) as exc:  # a newer cryptowire's files: not damage
             fail(str(exc))
         except Exception as exc:  # as in run_materialize
             full = disk_full(settings, exc)

@@ -105,6 +105,14 @@ def export_table(warehouse: Path, table: str, fmt: str, out: Path) -> int:
     except (db.WarehouseLocked, db.WarehouseLogCorrupt) as exc:
         raise RuntimeError(str(exc)) from exc
     try:
+        present = con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [table]
+        ).fetchall()[0][0]
+        if not present:  # a documented table that a migration this warehouse lacks creates (made by an older cryptowire)
+            raise RuntimeError(
+                f"the table {table} does not exist in this warehouse ({warehouse}) yet: it was made by an older "
+                "cryptowire; run `cryptowire materialize`, which brings it to the current schema and fills the table"
+            )
         if fmt == "parquet":
             options = "FORMAT parquet, COMPRESSION zstd"
         else:  # the temporary's name hides --out's suffix, from which DuckDB would pick a compression

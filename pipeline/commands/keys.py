@@ -45,14 +45,55 @@ def _store_errors() -> Iterator[None]:
         fail(f"{exc}; check that Postgres is running and CRYPTOWIRE_DATABASE_URL points at it")
 
 
-def _store_and_plans() -> tuple[Any, dict[str, Any]]:
-    from accounts import PlansError, load_plans, open_synced_store
+HOME_HINT = ("point CRYPTOWIRE_HOME at your data home (the default, ./.cryptowire, is relative to the current "
+             "directory), or create the first key with `cryptowire keys create`, which starts one there")
 
-    settings = _settings()
+
+def _missing_home(settings: Any) -> str | None:
+    """``no data home at <path>`` when the keys would live in a data home that does not exist (SQLite under it;
+    with CRYPTOWIRE_DATABASE_URL they live in Postgres), else None. Opening the store there would create it and
+    its ``platform.sqlite``, and answer "no keys yet": run from another directory, the default ``./.cryptowire``
+    looked as if the keys were lost. Only ``keys create`` starts a data home."""
+    if settings.database_url or settings.home.is_dir():
+        return None
+    return f"no data home at {settings.home.resolve()}"
+
+
+def _plans(settings: Any) -> dict[str, Any]:
+    from accounts import PlansError, load_plans
+
     try:
-        plans = load_plans(settings.plans_file)
+        return load_plans(settings.plans_file)
     except PlansError as exc:
         fail(str(exc))
+
+
+def _no_keys_here(settings: Any, as_json: bool) -> bool:
+    """For the commands that list (``keys list``, ``usage``): on a data home that does not exist, say so, as
+    ``status`` does, create nothing and return True (the plans are still checked: a bad setting is said first).
+    Under --json stdout gets the empty list, the note goes to stderr."""
+    missing = _missing_home(settings)
+    if missing is None:
+        return False
+    _plans(settings)
+    note = f"{missing}, so no keys yet: {HOME_HINT}"
+    if as_json:
+        emit_json([])
+        typer.echo(note, err=True)
+    else:
+        typer.echo(note)
+    return True
+
+
+def _store_and_plans(missing: str | None = None) -> tuple[Any, dict[str, Any]]:
+    """The store and the plans in force. ``missing`` (what the command cannot do without keys): the command reads
+    or changes existing keys, so a data home that does not exist is an error, not created (``_missing_home``)."""
+    from accounts import open_synced_store
+
+    settings = _settings()
+    plans = _plans(settings)
+    if missing is not None and (no_home := _missing_home(settings)) is not None:
+        fail(f"{no_home}, so {missing}: {HOME_HINT}")
     with _store_errors():
         store = open_synced_store(settings, plans.values())
     return store, plans
@@ -108,6 +149,8 @@ def create(
 @keys_app.command("list")
 def list_keys(as_json: bool = json_option(help="Print the keys as JSON.")) -> None:
     """List keys: id, name, plan, APIs, status and the display form (prefix…last four) of live secrets."""
+    if _no_keys_here(_settings(), as_json):
+        return
     store, _ = _store_and_plans()
     try:
         with _store_errors():
@@ -142,7 +185,7 @@ def revoke(
     as_json: bool = json_option(help='Print {"id", "status", "revokedAt", "alreadyRevoked"}.'),
 ) -> None:
     """Revoke a key (all its secrets). A running API stops accepting it within about a second."""
-    store, _ = _store_and_plans()
+    store, _ = _store_and_plans(f"no key {key_id!r} to revoke")
     try:
         with _store_errors():
             before = store.keys(key_id)
@@ -188,7 +231,7 @@ def rotate(
     """Issue a new key for the same id, plan, APIs and usage; the previous key works for the grace period."""
     from accounts.store import KeyNotFound
 
-    store, _ = _store_and_plans()
+    store, _ = _store_and_plans(f"no key {key_id!r} to rotate")
     try:
         with _store_errors():
             key = store.rotate_key(key_id, grace_hours * 3600)
@@ -218,7 +261,7 @@ def set_plan(
     """
     from accounts.store import KeyNotFound
 
-    store, plans = _store_and_plans()
+    store, plans = _store_and_plans(f"no key {key_id!r} to move")
     plan = plan.strip().lower()
     try:
         if plan not in plans:
@@ -247,6 +290,12 @@ def usage(
     from accounts import PlansError, build_access
 
     settings = _settings()
+    if key_id:
+        if (missing := _missing_home(settings)) is not None:
+            _plans(settings)
+            fail(f"{missing}, so no key {key_id!r}: {HOME_HINT}")
+    elif _no_keys_here(settings, as_json):
+        return
     # The one-line error below says what failed; metering's own warning for server logs would repeat it.
     logging.getLogger("accounts").setLevel(logging.ERROR)
     try:

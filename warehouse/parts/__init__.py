@@ -27,8 +27,8 @@ _NAMES = {
                  "VALUES_SQL", "stage", "unstage"),
     "periods": ("EPOCH", "HEAD", "Cuts", "period_range", "serving_order"),
     "publish": ("LOCK", "Previous", "publish_lock", "publish_set"),
-    "read": ("PAGED", "SET_FORMAT", "TABLES", "Layout", "Segment", "connect_snapshot", "is_set", "open_set",
-             "open_snapshot", "read_manifest", "set_parts"),
+    "read": ("PAGED", "SET_FORMAT", "TABLES", "Layout", "NewerFormat", "Segment", "connect_snapshot", "is_set",
+             "open_set", "open_snapshot", "read_manifest", "set_parts"),
 }
 _HOME = {name: module for module, names in _NAMES.items() for name in names}
 

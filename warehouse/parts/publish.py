@@ -43,7 +43,7 @@ from warehouse.parts.changes import (
 )
 from warehouse.parts.contents import stage, unstage
 from warehouse.parts.periods import HEAD, Cuts, period_range, serving_order
-from warehouse.parts.read import PART_CONTENTS, SET_FORMAT, is_set, read_manifest
+from warehouse.parts.read import PART_CONTENTS, SET_FORMAT, NewerFormat, is_set, read_manifest
 from warehouse.publish import fsync_path, point_to, prune_snapshots, remove_part
 from warehouse.published import POINTER, SET_PREFIX, SET_SUFFIX, current_snapshot
 
@@ -94,6 +94,8 @@ def _previous(snapshots_dir: Path) -> Previous | None:
                 damaged.add(entry["period"])
         marks = manifest["watermarks"]
         return Previous(Cuts.at(datetime.fromisoformat(manifest["now"])), marks, parts, damaged)
+    except NewerFormat:  # a newer cryptowire published it: publishing over it would roll the data home back
+        raise
     except (OSError, ValueError, KeyError, TypeError):
         return None  # unreadable: every part is built anew
 

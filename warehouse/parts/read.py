@@ -28,10 +28,28 @@ TABLES = ("news", "stories", "events", "sentiment")  # every part holds the four
 PAGED = ("news", "stories", "events")  # tables with pos, read page by page
 
 
+class NewerFormat(ValueError):
+    """A set (its manifest) written by a newer cryptowire: a format above ``SET_FORMAT``. Not damage: nothing may
+    repair it (pointing ``CURRENT`` at an older set would roll the data home back); this cryptowire is too old."""
+
+    def __init__(self, path: Path, found: int) -> None:
+        self.path, self.found = path, found
+        super().__init__(
+            f"the snapshot set {path.name} was written by a newer cryptowire (format {found}; this one reads up to "
+            f"{SET_FORMAT}): upgrade cryptowire"
+        )
+
+
 def read_manifest(path: Path | str) -> dict[str, Any]:
+    """A set's manifest. ``NewerFormat`` (a ValueError) for one a newer cryptowire wrote; ValueError for what is
+    not a manifest this one can read (damaged, or of a format it no longer serves)."""
     path = Path(path)
     data = json.loads(path.read_text())
-    if data.get("format") not in READABLE_FORMATS or not isinstance(data.get("parts"), list) or not data["parts"]:
+    found = data.get("format") if isinstance(data, dict) else None
+    if isinstance(found, int) and not isinstance(found, bool) and found > SET_FORMAT:
+        raise NewerFormat(path, found)
+    if (not isinstance(data, dict) or found not in READABLE_FORMATS or not isinstance(data.get("parts"), list)
+            or not data["parts"]):
         raise ValueError(f"{path.name} is not a snapshot set manifest")
     return data
 
