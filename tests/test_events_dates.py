@@ -142,3 +142,18 @@ def test_precise_time_is_flagged() -> None:
 def test_default_price_date(published: datetime, expected: datetime) -> None:
     assert default_price_date(published) == expected
     assert default_price_date(published) > published
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("listing on December 3 at 8:00 AM UTC-5", datetime(2026, 12, 3, 13, 0)),
+        ("listing on December 3 at 8:00 PM UTC+8", datetime(2026, 12, 3, 12, 0)),
+        ("fork on December 3 at 14:00 UTC+05:30", datetime(2026, 12, 3, 8, 30)),
+        ("fork on December 3 at 11:30 p.m. PT", datetime(2026, 12, 4, 7, 30)),
+        ("fork on December 3 at 14:00 UTC-15", datetime(2026, 12, 3)),  # no such offset: the day alone
+    ],
+)
+def test_a_time_is_read_in_its_zone_or_offset(text: str, expected: datetime) -> None:
+    (hit,) = find_dates(text, datetime(2026, 11, 27, 9))
+    assert hit.when == expected, hit

@@ -296,3 +296,18 @@ def test_hostile_feeds_are_stored_clean_by_materialize(
     assert {MENTIONS[0][1], MENTIONS[1][1]} <= set(by_title)
     assert max(len(r[1]) for r in rows) == 1_000 and not any(controls(r[1] + r[2]) for r in rows)
     assert "over the size limits: 1 title cut" in warnings[local_server.url("/big")]
+
+
+def test_ordinary_markup_in_a_title_is_markup_and_removing_an_opener_never_makes_a_tag() -> None:
+    from pipeline.ingest.clean import text_field
+    from pipeline.ingest.parse import tidy_html
+
+    # <p> and <b> need no closing tag: markup, not a mention (only <script>, <iframe>, ... swallow the rest)
+    assert text_field("<p>Bitcoin ETF inflows hit record") == "Bitcoin ETF inflows hit record"
+    assert text_field("Ether rallies <b>again") == "Ether rallies again"
+    assert text_field("Devs patch <iframe> bug in Ledger Live") == "Devs patch <iframe> bug in Ledger Live"
+    # dropping the inner opener of "<scr<script>ipt>" once joined the rest into a live <script>
+    tidy = tidy_html("<p>Hello</p><scr<script>ipt>alert(document.cookie)</p>")
+    assert "<script" not in tidy.lower(), tidy
+    # feedparser's sanitiser is off: a style that runs code goes as it did
+    assert "javascript" not in tidy_html('<p style="background:url(javascript:alert(1))">x</p>').lower()

@@ -39,7 +39,8 @@ _ORDINAL_WORDS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "1st": 1, "2
 _YEAR = r"(?P<year>20\d{2})(?!\d|,\d)"
 # A time of day with its zone: "14:00 UTC", "9:00 a.m. ET", "11:30 p.m. PT", "8 PM EST" (a local time becomes UTC).
 _TIME = (r"(?P<hh>[01]?\d|2[0-3])(?::(?P<mi>[0-5]\d)\s*(?P<ap>[aApP]\.?[mM]\.?)?|\s*(?P<ap2>[aApP]\.?[mM]\.?))\s*"
-         r"(?P<tz>UTC|GMT|ET|EST|EDT|PT|PST|PDT|CT|CST|CDT|MT|MST|MDT|CET|CEST|BST|JST|KST|SGT|HKT)\b")
+         r"(?P<tz>UTC|GMT|ET|EST|EDT|PT|PST|PDT|CT|CST|CDT|MT|MST|MDT|CET|CEST|BST|JST|KST|SGT|HKT)"
+         r"(?:(?<=UTC|GMT)\s?(?P<off>[+-]\d{1,2})(?::?(?P<offm>[0-5]\d))?)?(?![\w+-])")
 _ZONES = {"ET": "America/New_York", "PT": "America/Los_Angeles", "CT": "America/Chicago", "MT": "America/Denver",
           "CET": "Europe/Berlin", "CEST": "Europe/Berlin", "BST": "Europe/London", "JST": "Asia/Tokyo",
           "KST": "Asia/Seoul", "SGT": "Asia/Singapore", "HKT": "Asia/Hong_Kong"}
@@ -137,6 +138,12 @@ def _with_time(day: datetime | None, m: re.Match[str]) -> tuple[datetime | None,
         hour = hour % 12 + (12 if ap.startswith("p") else 0)
     local = day.replace(hour=hour, minute=int(g.get("mi") or 0))
     zone = g["tz"]
+    if g.get("off"):  # "8:00 AM UTC-5"
+        hours = int(g["off"])
+        if abs(hours) > 14:
+            return day, False
+        offset = timedelta(hours=abs(hours), minutes=int(g.get("offm") or 0))
+        return local - (offset if hours >= 0 and not g["off"].startswith("-") else -offset), True
     if zone in _OFFSETS:
         return local - timedelta(hours=_OFFSETS[zone]), True
     aware = local.replace(tzinfo=ZoneInfo(_ZONES[zone]))

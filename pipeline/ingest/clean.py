@@ -169,7 +169,16 @@ def _tag_sub(m: re.Match[str]) -> str:
 
 def drop_blocks(fragment: str, tags: tuple[str, ...]) -> str:
     """Comments and ``tags`` elements removed with their content. An element or comment that is never closed
-    loses only its opening tag: "Devs patch <iframe> bug ..." must not lose everything after the tag."""
+    loses only its opening tag: "Devs patch <iframe> bug ..." must not lose everything after the tag. Repeated
+    until nothing changes: removing one opener may join its neighbours into another ("<scr<script>ipt>")."""
+    while True:
+        out = _drop_blocks_once(fragment, tags)
+        if out == fragment:
+            return out
+        fragment = out
+
+
+def _drop_blocks_once(fragment: str, tags: tuple[str, ...]) -> str:
     opener = _OPENERS.get(tags)
     if opener is None:
         opener = _OPENERS[tags] = re.compile(rf"<!--|<({'|'.join(tags)})\b[^>]*>", re.IGNORECASE)
@@ -281,14 +290,15 @@ def looks_like_html(text: str) -> bool:
 
 
 def _keep_mentions(title: str) -> str:
-    """A bare ``<name>`` that nothing closes, in a title, names a tag ("Devs patch <iframe> bug"): escaped, so it
-    is kept as text; a tag with attributes, or closed later, or a void one (``<br>``) is markup."""
+    """A bare ``<script>``, ``<iframe>``, ... that nothing closes, in a title, names a tag ("Devs patch <iframe>
+    bug"): escaped, so it is kept as text; ordinary markup (``<p>``, ``<b>``, which need no closing tag) and a tag
+    with attributes or closed later stay markup."""
     closes: dict[str, int] = {}
     for m in _CLOSING_TAG.finditer(title):
         closes[m.group(1).lower()] = m.start()
     return _BARE_TAG.sub(
         lambda m: m.group(0)
-        if (name := m.group(1).lower()) in _VOID or closes.get(name, -1) > m.start()
+        if (name := m.group(1).lower()) not in _DROPPED_TAGS or closes.get(name, -1) > m.start()
         else "&lt;" + m.group(0)[1:],
         title,
     )

@@ -487,9 +487,12 @@ _UNSAFE_TAGS = ("script", "style", "iframe", "object", "embed", "noscript", "tem
 _UNSAFE_HINT = re.compile(rf"<(?:!--|{'|'.join(_UNSAFE_TAGS)})", re.IGNORECASE)
 _TAG_WITH_HANDLER = re.compile(r"<[a-zA-Z][^>]*\son[a-z]+\s*=[^>]*>", re.IGNORECASE)
 _HANDLER_ATTR = re.compile(r"""\s+on[a-z]+\s*=\s*(?:"[^"]*"|'[^']*'|[^\s>]+)""", re.IGNORECASE)
-_UNSAFE_OPENERS = ("<!--", "javascript:", *(f"<{tag}" for tag in _UNSAFE_TAGS))
+_UNSAFE_OPENERS = ("<!--", "javascript:", "expression(", *(f"<{tag}" for tag in _UNSAFE_TAGS))
 _HANDLER_CHEAP = re.compile(r"on[a-z]+\s*=")  # on lower-cased text; a literal prefix keeps it fast
 _JS_URL = re.compile(r"""(\b(?:href|src)\s*=\s*["']?)\s*javascript:[^"'\s>]*""", re.IGNORECASE)
+# A style attribute that runs code (as feedparser's sanitiser, which is off, removed it): dropped whole.
+_JS_STYLE = re.compile(r"""\s+style\s*=\s*(?:"[^"]*(?:javascript:|expression\()[^"]*"|'[^']*(?:javascript:|expression\()[^']*')""",
+                       re.IGNORECASE)
 
 
 def tidy_html(fragment: str) -> str:
@@ -505,8 +508,8 @@ def tidy_html(fragment: str) -> str:
         out = drop_blocks(out, _UNSAFE_TAGS)
     if _HANDLER_CHEAP.search(lower):
         out = _TAG_WITH_HANDLER.sub(lambda m: _HANDLER_ATTR.sub("", m.group(0)), out)
-    if "javascript:" in lower:
-        out = _JS_URL.sub(r"\1#", out)
+    if "javascript:" in lower or "expression(" in lower:
+        out = _JS_STYLE.sub("", _JS_URL.sub(r"\1#", out))
     return out.strip()
 
 
