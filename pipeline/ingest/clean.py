@@ -17,8 +17,8 @@ Rules (the run-level rules are in ``pipeline/ingest/run.py``):
   A ``script``/``iframe``/``svg``/... element or a comment that is never closed loses only its opening tag,
   never the text after it.
   An RSS title is plain text unless it looks like HTML (a tag or an entity); then it is read as HTML, except
-  that a bare ``<name>`` nothing closes is text ("Devs patch <iframe> bug" keeps its words); Atom titles
-  follow their ``type``. What becomes a tag only after the one decoding (``&amp;lt;script&amp;gt;``, escaped
+  that a bare ``<script>``, ``<iframe>``, ... that nothing closes is text ("Devs patch <iframe> bug" keeps its
+  words; ``<p>``, ``<b>`` stay markup); Atom titles follow their ``type``. What becomes a tag only after the one decoding (``&amp;lt;script&amp;gt;``, escaped
   twice) stays in the title as literal text: the API serves JSON, and a page that shows titles escapes them.
   Control characters (C0 and C1 but tab, CR, LF; DEL) and ANSI escape sequences are removed from every
   text field an item keeps (title, summary, content HTML, authors, categories, guid).
