@@ -164,6 +164,56 @@ def test_a_local_time_is_read_in_its_zone_and_asked_in_utc() -> None:
     assert question == "Will the Ethereum Fusaka upgrade go live on mainnet by 14:00 UTC on December 3, 2026?"
 
 
+
+# Left by the blind tester of 2026-11-27 (invented headlines): a level settled the day it is asked, often a count
+# in the price band; a long-live asset's own chain "launching"; a local time after "tomorrow" or a weekday.
+SETTLED = [
+    "Ethereum Active Wallets Could Slide Below 9,000 This Month",
+    "Solana Validator Count Could Drop Below 1,500 by Year-End",
+    "Bitcoin Could Close Above $30,000 by Year-End, Bulls Say",
+]
+
+
+@pytest.mark.parametrize("title", SETTLED)
+def test_a_level_settled_the_day_it_is_asked_is_no_question(title: str) -> None:
+    events, refused = derive(title)
+    assert events == [], title
+    assert any("all but certain" in why for why in refused.values()), refused
+
+
+def test_the_settled_check_reads_the_prices_around_the_day_and_skips_days_before_the_table() -> None:
+    # XRP went from $0.47 (2024-07-01) to $2.10 (2025-01-01): below $2 in late December was a live question.
+    events, refused = derive("XRP Drops Toward $2 as Traders Take Profit", published=datetime(2024, 12, 30, 9))
+    assert events == ["Will XRP close below $2 on January 31, 2025?"], refused
+    # The table starts in 2024: it says nothing of a 2023 price, so nothing is refused for it.
+    events, refused = derive("Solana Rockets Toward $25 After a Strong Week", published=datetime(2023, 10, 2, 10))
+    assert events == ["Will Solana close above $25 on October 31, 2023?"], refused
+
+
+@pytest.mark.parametrize("title", ["Avalanche C-Chain Launch Set for December 3",
+                                   "Avalanche X-Chain Launch Set for December 3"])
+def test_a_long_live_assets_own_chain_does_not_launch(title: str) -> None:
+    events, refused = derive(title)
+    assert events == [], (title, refused)
+    assert any("is already live" in why for why in refused.values()), refused
+
+
+def test_tomorrow_or_a_weekday_with_a_local_time_counts_from_that_zones_date() -> None:
+    # 02:00 UTC on Thursday October 8 is 22:00 on Wednesday October 7 in New York.
+    late = datetime(2026, 10, 8, 2, 0)
+    (question,), _ = derive("Cardano Node 12 Hard Fork Goes Live Tomorrow at 4 PM ET", published=late)
+    assert question == "Will the Cardano Node 12 hard fork go live on mainnet by 20:00 UTC on October 8, 2026?"
+    (question,), _ = derive("Ethereum Fusaka Upgrade Activates on Friday at 9 p.m. PT", published=late)
+    assert question == "Will the Ethereum Fusaka upgrade go live on mainnet by 04:00 UTC on October 10, 2026?"
+
+
+def test_hours_date_a_launch_not_a_daily_close() -> None:
+    (question,), _ = derive("Ethereum Fusaka Upgrade to Activate Within 48 Hours")
+    assert question == "Will the Ethereum Fusaka upgrade go live on mainnet by October 9, 2026?"
+    (question,), _ = derive("Exchange XRP Futures Launch in 24 Hours, Will It Send XRP to $4?")
+    assert question == "Will XRP close above $4 on October 31, 2026?"
+
+
 # Controls: the same shapes, legitimately settle-able; the checks must leave them alone.
 CONTROLS = [
     ("Bitcoin Could Hit $150,000 by Year-End, Analyst Says", "Will Bitcoin close above $150,000 on December 31, 2026?"),

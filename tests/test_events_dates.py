@@ -61,6 +61,12 @@ FRIDAY = datetime(2025, 12, 12, 15, 41)  # Friday, December 12, 2025, 15:41 UTC
         ("within 30 days", datetime(2026, 1, 11)),
         ("in 3 months", datetime(2026, 3, 12)),
         ("by Christmas", datetime(2025, 12, 25)),
+        ("by Thanksgiving", datetime(2026, 11, 26)),  # last year's (November 27, 2025) has passed
+        ("by New Year's Eve", datetime(2025, 12, 31)),
+        ("on New Year's Day", datetime(2026, 1, 1)),
+        ("within 48 hours", datetime(2025, 12, 14)),  # 15:41 on Sunday
+        ("tomorrow at 9:00 a.m. ET", datetime(2025, 12, 13, 14, 0)),
+        ("on Monday at 8 PM UTC+8", datetime(2025, 12, 15, 12, 0)),
     ],
 )
 def test_phrase_resolves(phrase: str, expected: datetime) -> None:
@@ -80,6 +86,9 @@ def test_phrase_resolves(phrase: str, expected: datetime) -> None:
         "March 10, 2023",
         "by the end of 2024",
         "February 30",
+        "in 6 hours",  # still the publication day, which a question cannot be about
+        "by end of day",
+        "by the end of the trading day",
     ],
 )
 def test_phrase_recognised_but_not_after_publication(phrase: str) -> None:
@@ -157,3 +166,15 @@ def test_default_price_date(published: datetime, expected: datetime) -> None:
 def test_a_time_is_read_in_its_zone_or_offset(text: str, expected: datetime) -> None:
     (hit,) = find_dates(text, datetime(2026, 11, 27, 9))
     assert hit.when == expected, hit
+
+
+def test_thanksgiving_is_the_fourth_thursday_of_november() -> None:
+    assert resolve_phrase("by Thanksgiving", datetime(2025, 11, 1)) == datetime(2025, 11, 27)
+    assert resolve_phrase("by Thanksgiving", datetime(2027, 1, 5)) == datetime(2027, 11, 25)
+
+
+def test_tomorrow_with_a_local_time_is_tomorrow_where_that_time_is_written() -> None:
+    # 03:30 UTC on Saturday is still Friday evening in Los Angeles: its "tomorrow" is Saturday.
+    saturday_utc = datetime(2025, 12, 13, 3, 30)
+    assert resolve_phrase("goes live tomorrow at 10 a.m. PT", saturday_utc) == datetime(2025, 12, 13, 18, 0)
+    assert resolve_phrase("goes live tomorrow", saturday_utc) == datetime(2025, 12, 14)  # no zone: the UTC day

@@ -6,8 +6,10 @@ last day: "in December" -> December 31, "Q1" -> March 31, "by year-end" -> Decem
 Sunday of next week, "early 2026" -> March 31 (end of Q1), "mid-2026" -> June 30. A date without a year is its
 next occurrence after publication, except that a day up to 60 days *before* publication is taken as a past
 reference and not resolved (a March 10 article saying "on March 2" means the March 2 that just passed).
-Whatever is not strictly after the publication time resolves to ``None``: the article gave a date, but not one
-a question can be asked about.
+Holidays: Christmas, US Thanksgiving (the fourth Thursday of November), New Year's Eve / Day. "within 48 hours"
+is the day those hours end on. "tomorrow" or a weekday with a local time ("tomorrow at 4 PM ET") counts from the
+publication's date in that zone. Whatever is not strictly after the publication time resolves to ``None`` ("by end
+of day" included): the article gave a date, but not one a question can be asked about.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import calendar
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from zoneinfo import ZoneInfo
 
 PAST_WINDOW_DAYS = 60  # a yearless day this close before publication is a past reference, not next year's
@@ -126,28 +128,43 @@ def _next_occurrence(month: int, day: int, published_at: datetime) -> datetime |
     return _day(published_at.year + 1, month, day)
 
 
+def _zone(m: re.Match[str]) -> tzinfo | None:
+    """The time zone a phrase's time of day is written in ("PT", "UTC+05:30"); None without one, or a bad offset."""
+    g = m.groupdict()
+    if not g.get("hh"):
+        return None
+    if g.get("off"):  # "8:00 AM UTC-5"
+        hours = int(g["off"])
+        if abs(hours) > 14:
+            return None
+        offset = timedelta(hours=abs(hours), minutes=int(g.get("offm") or 0))
+        return timezone(-offset if g["off"].startswith("-") else offset)
+    if g["tz"] in _OFFSETS:
+        return timezone(timedelta(hours=_OFFSETS[g["tz"]]))
+    return ZoneInfo(_ZONES[g["tz"]])
+
+
+def _local_day(pub: datetime, m: re.Match[str]) -> datetime:
+    """The publication day where the phrase's time of day is written ("tomorrow at 4 PM ET" counts from New
+    York's date), else the UTC day."""
+    zone = _zone(m)
+    local = pub.replace(tzinfo=UTC).astimezone(zone).replace(tzinfo=None) if zone else pub
+    return datetime.combine(local.date(), datetime.min.time())
+
+
 def _with_time(day: datetime | None, m: re.Match[str]) -> tuple[datetime | None, bool]:
     """The day at the phrase's time of day, in UTC ("December 3 at 11:30 p.m. PT" is 07:30 UTC on December 4)."""
     g = m.groupdict()
-    if day is None or not g.get("hh"):
+    zone = _zone(m)
+    if day is None or zone is None:
         return day, False
     hour, ap = int(g["hh"]), (g.get("ap") or g.get("ap2") or "").lower()
     if ap and not 1 <= hour <= 12:
         return day, False  # "14:00 p.m." says nothing sure
     if ap:
         hour = hour % 12 + (12 if ap.startswith("p") else 0)
-    local = day.replace(hour=hour, minute=int(g.get("mi") or 0))
-    zone = g["tz"]
-    if g.get("off"):  # "8:00 AM UTC-5"
-        hours = int(g["off"])
-        if abs(hours) > 14:
-            return day, False
-        offset = timedelta(hours=abs(hours), minutes=int(g.get("offm") or 0))
-        return local - (offset if hours >= 0 and not g["off"].startswith("-") else -offset), True
-    if zone in _OFFSETS:
-        return local - timedelta(hours=_OFFSETS[zone]), True
-    aware = local.replace(tzinfo=ZoneInfo(_ZONES[zone]))
-    return aware.astimezone(UTC).replace(tzinfo=None), True
+    local = day.replace(hour=hour, minute=int(g.get("mi") or 0), tzinfo=zone)
+    return local.astimezone(UTC).replace(tzinfo=None), True
 
 
 def _explicit(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
@@ -246,6 +263,8 @@ def _offset(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
     raw = m["n"].lower()
     n = int(raw) if raw.isdigit() else _NUMBER_WORDS[raw]
     unit = m["unit"].lower().rstrip("s")
+    if unit == "hour":  # "within 48 hours": the day that time falls on
+        return datetime.combine((pub + timedelta(hours=n)).date(), datetime.min.time()), False
     start = datetime.combine(pub.date(), datetime.min.time())
     if unit == "day":
         return start + timedelta(days=n), False
@@ -256,17 +275,34 @@ def _offset(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
 
 
 def _tomorrow(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
-    return datetime.combine(pub.date(), datetime.min.time()) + timedelta(days=1), False
+    return _with_time(_local_day(pub, m) + timedelta(days=1), m)
 
 
 def _weekday(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
+    today = _local_day(pub, m)
     target = _WEEKDAYS.index(m["wd"].lower())
-    ahead = (target - pub.weekday()) % 7
+    ahead = (target - today.weekday()) % 7
     if ahead == 0:
         return None, False  # "on Wednesday" written on a Wednesday: today or a week on, not knowable
-    if m["which"] and m["which"].lower() == "next" and pub.weekday() < target:
+    if m["which"] and m["which"].lower() == "next" and today.weekday() < target:
         return None, False  # "next Friday" on a Monday: this week's or next week's, not knowable
-    return datetime.combine(pub.date(), datetime.min.time()) + timedelta(days=ahead), False
+    return _with_time(today + timedelta(days=ahead), m)
+
+
+def _thanksgiving(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
+    """US Thanksgiving, the fourth Thursday of November, this year's if still ahead."""
+    for year in (pub.year, pub.year + 1):
+        first = datetime(year, 11, 1)
+        day = first + timedelta(days=(3 - first.weekday()) % 7 + 21)
+        if day.date() > pub.date():
+            return day, False
+    return None, False
+
+
+def _new_year(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
+    if "eve" in m.group(0).lower():
+        return _next_occurrence(12, 31, pub), False
+    return datetime(pub.year + 1, 1, 1), False
 
 
 def _christmas(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
@@ -296,8 +332,11 @@ _RULES: list[tuple[re.Pattern[str], str, Callable[[re.Match[str], datetime], tup
      "explicit", _explicit),
     (_r(rf"\b(?P<year>20\d{{2}})-(?P<mo>[01]\d)-(?P<d>[0-3]\d)(?:[T\s]{_TIME})?"), "explicit", _iso),
     (_r(r"\b(?P<mo>[01]?\d)/(?P<d>[0-3]?\d)/(?P<year>20\d{2})\b"), "explicit", _us_numeric),
-    # Christmas (Day)
+    # Christmas (Day), Thanksgiving, New Year's (Eve / Day)
     (_r(rf"\b{_I}christmas(?:\s+day)?)\b"), "christmas", _christmas),
+    (_r(rf"\b{_I}thanksgiving(?:\s+day)?)\b"), "holiday", _thanksgiving),
+    (_r(rf"\b{_I}new\s+year(?:'|\u2019)?s(?:\s+(?P<eve>eve|day))?)\b(?!\s+(?:resolution|rally|party))"), "holiday",
+     _new_year),
     # Q1 / Q1 2026 / the first quarter of 2026 / end of Q3
     (_r(rf"\b(?:Q(?P<q>[1-4])|{_I}(?P<qw>first|second|third|fourth|1st|2nd|3rd|4th)\s+quarter))"
         rf"(?:\s+(?:{_I}of)\s+)?{_YEAR}|'(?P<yy>\d{{2}})\b)?(?!\d)"),
@@ -342,12 +381,16 @@ _RULES: list[tuple[re.Pattern[str], str, Callable[[re.Match[str], datetime], tup
     # in two weeks, within 30 days, in 3 months
     (_r(rf"\b{_I}(?:in|within)\s+(?:the\s+next\s+)?{_NUM_WORD}\s+(?P<unit>days?|weeks?|months?))\b"), "offset",
      _offset),
-    (_r(rf"\b{_I}tomorrow)\b"), "tomorrow", _tomorrow),
-    # on Wednesday, by Friday, next Monday
+    # within 48 hours: the day it ends on (a price question skips it: a daily close hours away is no market)
+    (_r(rf"\b{_I}(?:in|within)\s+(?:the\s+next\s+)?{_NUM_WORD}\s+(?P<unit>hours?))\b"), "hours", _offset),
+    # tomorrow, tomorrow at 4 PM ET (a local time counts from that zone's date)
+    (_r(rf"\b{_I}tomorrow)\b(?:,?\s+{_I}at\s+){_TIME})?"), "tomorrow", _tomorrow),
+    # on Wednesday, by Friday, next Monday, Friday at 9 p.m. PT
     (_r(rf"\b{_I}(?:on|by|until|before|this|(?P<which>next))\s+(?P<wd>monday|tuesday|wednesday|thursday|friday"
-        rf"|saturday|sunday))\b"),
+        rf"|saturday|sunday))\b(?:,?\s+{_I}at\s+){_TIME})?"),
      "weekday", _weekday),
     # recognised, never a time after publication
-    (_r(rf"\b{_I}today|tonight|yesterday|last\s+(?:week|month|year|quarter))\b"), "past_or_now", _unresolvable),
+    (_r(rf"\b{_I}today|tonight|yesterday|last\s+(?:week|month|year|quarter)"
+        rf"|by\s+(?:the\s+)?end\s+of\s+(?:the\s+)?(?:day|trading\s+day)|by\s+EOD)\b"), "past_or_now", _unresolvable),
 ]
 

@@ -14,7 +14,7 @@ from pipeline.events.learned import Candidate, candidates, default_model
 from pipeline.events.mentions import AssetFinder, Mention
 from pipeline.events.numbers import find_amounts, format_money
 from pipeline.events.price import find_price
-from pipeline.events.reference import DIRECTION_MARGIN, Reference, default_reference
+from pipeline.events.reference import DIRECTION_MARGIN, SETTLED_MARGIN, Reference, default_reference
 from pipeline.events.templates import (
     ETF,
     LISTING,
@@ -270,6 +270,12 @@ def refusal(found: Found, published: datetime, reference: Reference, names: Mapp
                 return (f"{money} is not a plausible {found.ticker} price on {day}: the reference price then was "
                         f"{format_money(reference.price_at(found.ticker, published) or 0)}, so a level must lie "
                         f"between {format_money(band[0])} and {format_money(band[1])} ({why})")
+            known = reference.price_range(found.ticker, published)
+            if known and (found.comparator == "below" and level > known[1] * SETTLED_MARGIN
+                          or found.comparator == "above" and level < known[0] / SETTLED_MARGIN):
+                near = format_money(known[0]) + (f" to {format_money(known[1])}" if known[1] != known[0] else "")
+                return (f"{found.ticker} traded near {near} around {day}: closing {found.comparator} {money} is all "
+                        "but certain, not a question (and a level that far off may be a count)")
         elif not found.detail.get("currency"):
             return (f"{found.detail.get('written', money)!r} has no currency and {found.ticker} has no reference "
                     "price to tell a price from a count")
@@ -281,17 +287,22 @@ def refusal(found: Found, published: datetime, reference: Reference, names: Mapp
                 return f"{name} has no trading start date in the asset reference table: a mainnet launch cannot be checked"
             if live:
                 since = reference.trading_since(found.ticker)
-                return f"{name} has traded since {since}: its mainnet is already live"
+                live_part = f"the {subject}" if subject and not subject.lower().startswith(name.lower()) else "its mainnet"
+                return f"{name} has traded since {since}: {live_part} is already live"
         if subject and not is_noun_phrase(subject):
             return f"{subject!r} is not the name of an upgrade or product"
     return None
 
 
 def _own_network(subject: str, name: str) -> bool:
-    """Whether a product name is the asset's own chain ("Cardano Mainnet", "Litecoin Network", "Solana")."""
+    """Whether a product name is the asset's own chain ("Cardano Mainnet", "Litecoin Network", "Solana", and the
+    chains it has run on from the start: "Avalanche C-Chain", "Polkadot Relay Chain", "Ethereum Beacon Chain")."""
     rest = re.sub(rf"^{re.escape(name)}(?:'s)?\b", "", subject.strip(), flags=re.I).strip()
-    return rest != subject.strip() and re.fullmatch(r"(?:(?:main)?net(?:work)?|chain|blockchain|mainnet|ledger)?",
-                                                    rest, re.I) is not None
+    if rest == subject.strip():  # the templates keep the asset's name out of a subject: "C-Chain"
+        return re.fullmatch(r"[a-z]-chain|(?:relay|beacon)\s+chain", rest, re.I) is not None
+    return re.fullmatch(
+        r"(?:(?:main)?net(?:work)?|chain|blockchain|mainnet|ledger|[a-z]-chain|(?:relay|beacon)\s+chain)?",
+        rest, re.I) is not None
 
 
 # A summary sentence that carries a headline's price question on: "Can Solana hit four figures this year?"

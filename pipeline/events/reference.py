@@ -29,6 +29,10 @@ LIVE_FOR = timedelta(days=365)
 # A level the words give no direction for is "above" when it is this far above the asset's reference price
 # (and "below" when as far below it); nearer, the table is too coarse to tell.
 DIRECTION_MARGIN = 1.25
+# "close below" a level this many times the reference price (or "above" one this far under it) is settled the
+# day it is asked: no market lists it, and such a "level" is more often a count ("active addresses could fall
+# below 800K"). Wide enough for a coarse table and a month of moves.
+SETTLED_MARGIN = 3.0
 # A reference price older than this no longer tells today's levels well (a band is 0.2x-10x of it): the price
 # asset says so when derivation has nothing newer for an asset (offline runs are normal, so it does not fail).
 STALE_AFTER = timedelta(days=90)
@@ -92,6 +96,18 @@ class Reference:
         day = when.date() if isinstance(when, datetime) else when
         i = bisect.bisect_right(item.prices, (day, float("inf")))
         return item.prices[max(i - 1, 0)][1]
+
+    def price_range(self, ticker: str, when: datetime | date) -> tuple[float, float] | None:
+        """The lowest and highest of the reference prices around ``when`` (the latest on or before it and the
+        next after it; after the table, the latest alone): where the price was known to lie. None for an article
+        older than the table, or an asset without prices: the table says nothing about that time."""
+        item = self._facts.get(ticker)
+        day = when.date() if isinstance(when, datetime) else when
+        if item is None or not item.prices or day < item.prices[0][0]:
+            return None
+        i = bisect.bisect_right(item.prices, (day, float("inf")))
+        around = [p for _, p in item.prices[i - 1:i + 1]]
+        return min(around), max(around)
 
     def band(self, ticker: str, when: datetime | date, wide: bool = False) -> tuple[float, float] | None:
         """The levels that are a price of ``ticker`` at ``when`` (``wide``: as a forecast, ``FORECAST_BAND``)."""

@@ -148,7 +148,7 @@ def pick_date(unit: str, published_at: datetime, anchor: tuple[int, int], price:
     hits = [
         h for h in find_dates(unit, published_at)
         if not _FOREIGN_DATE.search(unit[: h.start]) and not foreign_deadline(unit, h) and not lookback(unit, h)
-        and not owned_by_other(unit, h, price)
+        and not owned_by_other(unit, h, price) and not (price and h.rule == "hours")
     ]
     # A date behind a question mark belongs to another sentence ("... to $0.60? Three Things to Watch Today"),
     # and one before a dash to another clause ("Settlement in April - XRP to $1?").
