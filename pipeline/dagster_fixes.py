@@ -1,4 +1,4 @@
-"""Three fixes to Dagster 1.13, applied on import (the version is pinned in pyproject.toml).
+"""Four fixes to Dagster 1.13, applied on import (the version is pinned in pyproject.toml).
 
 ``InstanceConcurrencyContext.interval_to_next_pending_claim_check`` returns ``min(0, ...)``, never a positive
 interval, so a step waiting for a pool slot makes its executor poll the instance storage in a loop at 100 % of a
@@ -12,20 +12,26 @@ Each step's stdout/stderr capture starts two helper processes (``tail`` and a Py
 run's process dies). In the terminal's process group they get Ctrl-C too, and the watcher prints a
 KeyboardInterrupt traceback of its own. The third fix starts them in a session of their own; Dagster still stops
 them when the step ends, and the watcher still notices the run's process dying (it watches its parent pid).
+
+A stop redelivered while Dagster's storage closes a SQLite connection is raised inside SQLAlchemy's pool, which
+logs it as "Exception closing connection" with a traceback: the fourth fix drops that record once a stop is
+requested (the stop itself is reported, and the connection is a file that a later run opens again).
 """
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import time
 import types
 from typing import Any
 
+from dagster._core.errors import DagsterExecutionInterruptedError
 from dagster._core.execution import compute_logs
 from dagster._core.execution.plan.instance_concurrency_context import InstanceConcurrencyContext
 from dagster._utils import interrupts
 
-from pipeline.runlock import note_stop
+from pipeline.runlock import note_stop, stop_requested
 
 
 def _interval_to_next_pending_claim_check(self: InstanceConcurrencyContext) -> float:
@@ -63,3 +69,14 @@ class _OwnSession(subprocess.Popen):  # type: ignore[type-arg]
 
 # compute_logs alone sees this Popen: nothing else in the process changes
 compute_logs.subprocess = types.SimpleNamespace(**{**vars(subprocess), "Popen": _OwnSession})  # type: ignore[attr-defined]
+
+
+class _StopWhileClosing(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (stop_requested.is_set() and isinstance(exc, KeyboardInterrupt | DagsterExecutionInterruptedError))
+
+
+# The pool logs under its class's own logger, where a logger filter applies (an ancestor's would not).
+for _pool in ("NullPool", "QueuePool", "SingletonThreadPool", "StaticPool"):
+    logging.getLogger(f"sqlalchemy.pool.impl.{_pool}").addFilter(_StopWhileClosing())

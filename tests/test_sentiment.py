@@ -308,3 +308,38 @@ def test_per_asset_rows_pair_single_asset_headlines_and_more_rounds_add_pairings
     assert {e.id for e in pairs} - {e.id for e in one}  # new pairings, not the same again
     for e in two:
         assert e.text.split(":", 1)[0]  # every row names the asset it asks about
+
+
+# A Ctrl-C that lands inside Thread.start (while predict() starts its batch threads): the thread runs, but Python's
+# exit handler never learns of it. With a pool kept for the process, the interpreter then waited for that thread
+# at exit forever (seen once: `cryptowire materialize` printed "stopped by SIGINT" and stayed alive).
+_INTERRUPTED_START = """
+import sys, threading
+from pathlib import Path
+from models.sentiment import load_model
+model = load_model(threads=2, cache_dir=Path(sys.argv[1]))
+texts = [f"Bitcoin rallies for the {n}th day as ETF inflows grow" for n in range(200)]
+start = threading.Thread.start
+def start_then_interrupt(self):
+    start(self)
+    if self.name.startswith("sentiment"):
+        raise KeyboardInterrupt  # after the thread runs, before the pool records it: as a signal can land
+threading.Thread.start = start_then_interrupt
+try:
+    model.predict(texts)
+except KeyboardInterrupt:
+    print("stopped", flush=True)
+"""
+
+
+def test_a_ctrl_c_while_predict_starts_its_threads_lets_the_process_exit(sentiment_cache: Path) -> None:
+    load_model(cache_dir=sentiment_cache)  # the int8 graph built once, in the cache the subprocess reads
+    import subprocess
+    import sys
+
+    try:
+        done = subprocess.run([sys.executable, "-c", _INTERRUPTED_START, str(sentiment_cache)], cwd=PROJECT,
+                              capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"the process did not exit after the interrupted predict(): a batch thread outlived it ({exc})")
+    assert done.returncode == 0 and done.stdout.strip() == "stopped", done.stderr[-2000:]

@@ -57,7 +57,7 @@ class SentimentModel:
                  load_seconds: float, net: Any = None, workers: int = 1) -> None:
         self._run = run  # token id lists -> probabilities as a list of float rows
         # int8: batches run side by side, one thread each (2 one-thread runs did 1.4x one two-thread run)
-        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="sentiment") if workers > 1 else None
+        self._workers = workers
         self.net = net  # the torch network (fp32 backend only)
         self.tokenizer = tokenizer
         self.config = config
@@ -87,7 +87,7 @@ class SentimentModel:
         chunks = [order[start : start + self.batch_size] for start in range(0, len(order), self.batch_size)]
         batches = [[encoded[j] for j in chunk] for chunk in chunks]
         with self._lock:
-            outputs = self._pool.map(self._run, batches) if self._pool and len(batches) > 1 else map(self._run, batches)
+            outputs = self._run_all(batches)
             for chunk, probs in zip(chunks, outputs, strict=True):
                 for j, p in zip(chunk, probs, strict=True):
                     pn, pu, pp = (round(p[k], DECIMALS) for k in (neg, neu, pos))
@@ -95,6 +95,18 @@ class SentimentModel:
                     results[live[j]] = Prediction(label=label, score=round(pp - pn, DECIMALS),
                                                   p_negative=pn, p_neutral=pu, p_positive=pp)
         return results
+
+    def _run_all(self, batches: list[list[list[int]]]) -> list[Any]:
+        if self._workers <= 1 or len(batches) <= 1:
+            return [self._run(b) for b in batches]
+        # A pool per call, always shut down: a Ctrl-C landing while a pool starts a thread (inside Thread.start)
+        # leaves that thread unknown to Python's exit handler, which then waits for it forever; shutting the pool
+        # down queues the stop every worker passes on, known or not.
+        pool = ThreadPoolExecutor(self._workers, thread_name_prefix="sentiment")
+        try:
+            return list(pool.map(self._run, batches))
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 BACKENDS = ("int8", "fp32")
