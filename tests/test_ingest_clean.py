@@ -98,6 +98,12 @@ def test_first_image_skips_data_urls_and_decodes_the_src_once() -> None:
         ("2025-06-01T14:00:00+02:00", datetime(2025, 6, 1, 12, 0, 0)),
         ("2025-06-01 12:00:00", datetime(2025, 6, 1, 12, 0, 0)),  # no zone: taken as UTC
         ("Sun, 1 Jun 2025 08:00:00 EDT", datetime(2025, 6, 1, 12, 0, 0)),
+        # an RFC 822 date with an ISO-style offset, or a zone name RFC 822 lacks, was read as UTC
+        ("Fri, 27 Nov 2026 01:30:00 +02:00", datetime(2026, 11, 26, 23, 30, 0)),
+        ("27 Nov 2026 01:30 -05:30", datetime(2026, 11, 27, 7, 0, 0)),
+        ("Fri, 27 Nov 2026 01:30:00 CET", datetime(2026, 11, 27, 0, 30, 0)),
+        ("Fri, 27 Nov 2026 09:00:00 JST", datetime(2026, 11, 27, 0, 0, 0)),
+        ("Fri, 27 Nov 2026 11:00:00 AEDT", datetime(2026, 11, 27, 0, 0, 0)),
         ("2025-06-01", datetime(2025, 6, 1, 0, 0, 0)),
         ("yesterday-ish", None),
         ("", None),

@@ -324,6 +324,24 @@ def test_date_rules_missing_far_future_and_a_late_real_date(
     )
 
 
+
+def test_a_publishers_earlier_date_alone_is_taken_and_a_later_one_alone_is_not(
+    con: duckdb.DuckDBPyConnection, settings: Settings, local_server: LocalServer
+) -> None:
+    link = "https://d.example.com/corrected"
+    feeds = [Feed("A", local_server.url("/a.xml"))]
+    local_server.routes["/a.xml"] = static(rss(item("Firedancer ships", link, pub="Sat, 21 Nov 2026 00:00:00 +0000")), RSS)
+    ingest(con, feeds, settings)
+    # The publisher corrects the date (same text): an earlier real date is a correction, and it is taken.
+    local_server.routes["/a.xml"] = static(rss(item("Firedancer ships", link, pub="Fri, 20 Nov 2026 09:15:00 +0000")), RSS)
+    report = ingest(con, feeds, settings)
+    assert (article(con, link)["published_at"], report.updated) == (datetime(2026, 11, 20, 9, 15), 1)
+    # A later date alone is not: a feed that stamps every item with the request's time would move it every run.
+    local_server.routes["/a.xml"] = static(rss(item("Firedancer ships", link, pub="Fri, 27 Nov 2026 12:00:00 +0000")), RSS)
+    report = ingest(con, feeds, settings)
+    assert (article(con, link)["published_at"], report.updated) == (datetime(2026, 11, 20, 9, 15), 0)
+
+
 @pytest.mark.parametrize("limit", [3, 10])  # 10: three connection pools of 4 and still at most 10 at once
 def test_fetching_is_concurrent_but_bounded(
     con: duckdb.DuckDBPyConnection, settings: Settings, local_server: LocalServer, limit: int

@@ -348,11 +348,15 @@ def shorten(text: str, limit: int) -> str:
 # --- dates --------------------------------------------------------------------------------------------
 # The usual RFC 822 shape, read without email.utils (the odd ones still go through it).
 _RFC822 = re.compile(
-    r"(?:[A-Za-z]{3},?\s+)?(\d{1,2})\s+([A-Za-z]{3})\s+(\d{4})\s+(\d{1,2}):(\d{2})(?::(\d{2}))?\s+([+-]\d{4}|[A-Za-z]{1,3})\Z"
+    r"(?:[A-Za-z]{3},?\s+)?(\d{1,2})\s+([A-Za-z]{3})\s+(\d{4})\s+(\d{1,2}):(\d{2})(?::(\d{2}))?\s+"
+    r"([+-]\d\d:?\d\d|[A-Za-z]{1,4})\Z"
 )
 _MONTHS = {m: i for i, m in enumerate("jan feb mar apr may jun jul aug sep oct nov dec".split(), 1)}
 _ZONES = {"GMT": 0, "UT": 0, "UTC": 0, "Z": 0, "EST": -300, "EDT": -240, "CST": -360, "CDT": -300,
-          "MST": -420, "MDT": -360, "PST": -480, "PDT": -420}  # fmt: skip
+          "MST": -420, "MDT": -360, "PST": -480, "PDT": -420,
+          # not RFC 822's, but written by real feeds (an unknown name is read as UTC, off by hours at most)
+          "WET": 0, "WEST": 60, "BST": 60, "CET": 60, "CEST": 120, "EET": 120, "EEST": 180, "MSK": 180,
+          "SGT": 480, "HKT": 480, "JST": 540, "KST": 540, "AEST": 600, "AEDT": 660, "NZST": 720, "NZDT": 780}  # fmt: skip
 
 
 # A zone like +9999 or +25:00 is no real clock, and read as one it moves the date by days: such a date is unusable.
@@ -390,10 +394,11 @@ def _read_date(value: str) -> datetime | None:
         day, month, year, hh, mm, ss, zone = m.groups()
         mon = _MONTHS.get(month.lower())
         offset = _ZONES.get(zone.upper()) if zone[0] not in "+-" else None
-        if zone[0] in "+-" and zone[1:].isdigit():
-            if not _real_offset(int(zone[1:3]), int(zone[3:5])):
+        if zone[0] in "+-":  # "+0200", or "+02:00" (which email.utils would drop, reading the time as UTC)
+            hours, minutes = int(zone[1:3]), int(zone[-2:])
+            if not _real_offset(hours, minutes):
                 return None
-            offset = (1 if zone[0] == "+" else -1) * (int(zone[1:3]) * 60 + int(zone[3:5]))
+            offset = (1 if zone[0] == "+" else -1) * (hours * 60 + minutes)
         if mon and offset is not None:
             try:
                 value_dt = datetime(int(year), mon, int(day), int(hh), int(mm), int(ss or 0))
