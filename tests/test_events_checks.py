@@ -341,6 +341,57 @@ def test_events_the_rules_no_longer_derive_are_withdrawn_with_the_reason_and_kee
     con.close()
 
 
+def _raw(con, a: ArticleIn, fetched: datetime) -> None:  # type: ignore[no-untyped-def]
+    """Store ``a`` in raw_articles as ingest does (a second call with other text is the publisher's edit)."""
+    import polars as pl
+
+    from warehouse.raw import ARTICLE_SCHEMA, merge_articles
+
+    row = {"id": a.id, "source_name": a.source_name, "feed_url": "https://news.example/feed", "url": a.url,
+           "guid": a.url, "title": a.title, "summary": a.summary, "content_html": "", "authors": [], "categories": [],
+           "image_url": None, "published_at": a.published_at, "date_inferred": False, "fetched_at": fetched,
+           "updated_at": fetched, "language": "en", "content_hash": str(hash((a.title, a.summary)))}
+    merge_articles(con, pl.DataFrame([row], schema=ARTICLE_SCHEMA))
+
+
+def test_an_event_stands_when_its_source_comes_to_report_the_outcome_or_its_market_has_closed(tmp_path: Path) -> None:
+    """From a market operator's review: a publisher updating "Kraken to list TON by ..." into "Kraken lists TON,
+    trading now live" withdrew the event exactly when it resolved Yes, and closed events were withdrawn too."""
+    con = connect(tmp_path / "w.duckdb")
+    now = datetime(2026, 10, 7, 12, 0)
+    asks = article("Solana Could Top $220 by November 30", aid="a1")
+    corrected = article("Cardano Node 12 Hard Fork Set for December 3", aid="a2")
+    soon = article("Polkadot Could Hit $9 by Friday", aid="a3", published=datetime(2026, 10, 7, 9))
+    plain = article("Bitcoin Could Hit $150,000 by Year-End", aid="a4")
+    for a in (asks, corrected, soon, plain):
+        _raw(con, a, now)
+    events = derive_events([asks, corrected, soon, plain], NAMES)
+    assert len(events) == 4
+    merge_events(con, events, now, complete=True)
+    ids = {e.source_article_id: e.id for e in events}
+
+    # Days on: a1 now reports the move, a2 is corrected to another day, a3's Friday has passed.
+    later = now + timedelta(days=3)
+    reports = article("Solana Tops $220 as Memecoin Volumes Jump", aid="a1")
+    moved = article("Cardano Node 12 Hard Fork Moved to December 10", aid="a2")
+    for a in (reports, moved):
+        _raw(con, a, later)
+    refused: dict[str, str] = {}
+    report = merge_events(con, derive_events([reports, moved, soon, plain], NAMES, refused=refused), later,
+                          complete=True, refused=refused)
+    status = dict(con.execute("SELECT id, status FROM prediction_events").fetchall())
+    assert status[ids["a1"]] == "open"  # the question asked stands until it resolves
+    assert status[ids["a2"]] == "withdrawn"  # replaced by the corrected day's question
+    assert status[ids["a3"]] == "closed"
+    assert (report.withdrawn, report.stands) == (1, 1)
+
+    # The rules changing (no edit: nothing derives a4 any more) still withdraws an open event; closed stays closed.
+    merge_events(con, [], later + timedelta(hours=1), complete=True)
+    status = dict(con.execute("SELECT id, status FROM prediction_events").fetchall())
+    assert (status[ids["a4"]], status[ids["a1"]], status[ids["a3"]]) == ("withdrawn", "open", "closed")
+    con.close()
+
+
 def test_the_api_lists_withdrawn_events_and_says_why(tmp_path: Path) -> None:
     home = tmp_path / "home"
     con = connect(home / "warehouse.duckdb")

@@ -108,6 +108,21 @@ def test_later_runs_get_later_created_at_even_if_the_clock_goes_back(warehouse: 
     assert con.execute("SELECT count(*) FROM prediction_events WHERE updated_at < created_at").fetchall() == [(0,)]
 
 
+def test_a_change_is_stamped_after_every_earlier_change_even_if_the_clock_goes_back(warehouse: Path) -> None:
+    """A poller of `updatedSince` keeps the newest `updatedAt` it has seen: an edit stamped earlier is lost to it."""
+    con = connect(warehouse)
+    store_articles(con, ARTICLES)
+    merge_events(con, derive_events(ARTICLES, NAMES), NOW)
+    seen = con.execute("SELECT max(updated_at) FROM prediction_events").fetchall()[0][0]
+    edited = [replace(ARTICLES[0], title="Bitcoin Eyes $100K Again as Midterm Results Lift Risk Appetite"),
+              *ARTICLES[1:]]
+    store_articles(con, edited)
+    report = merge_events(con, derive_events(edited, NAMES), NOW - timedelta(seconds=5))  # an NTP step back
+    assert report.updated == 1
+    (stamp,) = con.execute("SELECT updated_at FROM prediction_events WHERE source_article_id = 'a1'").fetchall()[0]
+    assert stamp > seen
+
+
 def test_edited_source_article_keeps_id_and_created_at(warehouse: Path) -> None:
     con = connect(warehouse)
     store_articles(con, ARTICLES)

@@ -59,6 +59,7 @@ class MergeReport:
     events: int  # rows in prediction_events after the merge
     open: int  # of which open (date after now, not withdrawn)
     withdrawn: int = 0  # events marked withdrawn by this merge (``complete=True`` only)
+    stands: int = 0  # not derived, yet not withdrawn: closed, or their source now reports rather than asks
     restored: int = 0  # withdrawn events derived again, so listed as open or closed again
 
 
@@ -98,9 +99,7 @@ _DIFFERS = " OR ".join(f"p.{col} IS DISTINCT FROM c.{col}" for col in _CONTENT)
 # The kinds the derivation writes (pipeline.events.templates.KINDS; a test keeps the two equal).
 EVENT_KINDS = ("price_threshold", "etf_decision", "listing", "upgrade_or_launch", "token_unlock")
 
-WITHDRAWN_DEFAULT = (
-    "no article derives this question any more: the event rules changed, or its source articles were edited"
-)
+WITHDRAWN_DEFAULT = "no article derives this question any more: the event rules changed"
 WITHDRAWN_MOVED = (
     "its source article now gives another question, {id} ({title}): the article was edited or re-dated, the "
     "reference price its direction was judged by changed, or the event rules changed"
@@ -120,7 +119,9 @@ def merge_events(
 
     ``complete`` says the candidates are a derivation over every article: then a stored event that is not among
     them is withdrawn (kept, with ``status`` 'withdrawn' and the reason: ``refused[id]`` when a check refused
-    it, else ``WITHDRAWN_DEFAULT``), and a withdrawn event derived again is restored."""
+    it, else ``WITHDRAWN_DEFAULT``), and a withdrawn event derived again is restored. Two stand instead
+    (``_standing``): a closed event, and an open one whose source article was edited since the event last
+    changed and now asks no question (it reports the outcome, "Kraken lists TON, trading now live")."""
     now = naive_utc(now)
     now = now.replace(microsecond=now.microsecond // 1000 * 1000)  # every stored time is whole milliseconds
     rows, sources = _prepare(candidates)
@@ -130,6 +131,12 @@ def merge_events(
     con.register(sources_name, cand_sources)
     try:
         with transaction(con):
+            # A change is stamped after every change stamped before, even if the clock stepped back since: a client
+            # polling `updatedSince` the newest `updatedAt` it saw would otherwise miss it.
+            stamp = con.execute(
+                "SELECT greatest($now::TIMESTAMP, coalesce(max(updated_at) + INTERVAL 1 MILLISECOND, $now::TIMESTAMP)) "
+                "FROM prediction_events", {"now": now},
+            ).fetchall()[0][0]
             existing = _one(con, f"SELECT count(*) FROM {name} c JOIN prediction_events p USING (id)")
             # Over every article (complete), the candidate's source is the earliest article asking the question now:
             # it replaces a stored source that was edited into another question or re-dated after it.
@@ -141,16 +148,16 @@ def merge_events(
             if updated:
                 assignments = ", ".join(f"{col} = c.{col}" for col in _CONTENT)
                 con.execute(
-                    f"UPDATE prediction_events AS p SET {assignments}, updated_at = $now FROM {name} c "
+                    f"UPDATE prediction_events AS p SET {assignments}, updated_at = $stamp FROM {name} c "
                     f"WHERE p.id = c.id AND {takes} AND ({_DIFFERS})",
-                    {"now": now},
+                    {"stamp": stamp},
                 )
             inserted = len(rows) - existing
             if inserted:
                 _insert_new(con, name, now)
-            restored = withdrawn = 0
+            restored = withdrawn = stands = 0
             if complete:
-                restored, withdrawn = _withdraw_and_restore(con, name, sources_name, now, refused)
+                restored, withdrawn, stands = _withdraw_and_restore(con, name, sources_name, now, stamp, refused)
             con.execute(
                 f"UPDATE prediction_events SET status = {_STATUS} WHERE status IS DISTINCT FROM ({_STATUS})",
                 {"now": now},
@@ -179,6 +186,7 @@ def merge_events(
         open=open_,
         withdrawn=withdrawn,
         restored=restored,
+        stands=stands,
     )
 
 
@@ -207,37 +215,55 @@ def _insert_new(con: duckdb.DuckDBPyConnection, name: str, now: datetime) -> Non
 
 
 def _withdraw_and_restore(con: duckdb.DuckDBPyConnection, name: str, sources_name: str, now: datetime,
-                          refused: Mapping[str, str] | None) -> tuple[int, int]:
+                          stamp: datetime, refused: Mapping[str, str] | None) -> tuple[int, int, int]:
     """Over a complete derivation: restore withdrawn events derived again, withdraw stored ones not derived (with
-    the reason). Returns (restored, withdrawn)."""
+    the reason) unless they stand (``_standing``). Returns (restored, withdrawn, standing)."""
     restored = _one(
         con, f"SELECT count(*) FROM prediction_events WHERE withdrawn_reason IS NOT NULL "
         f"AND id IN (SELECT id FROM {name})",
     )
     con.execute(
-        f"UPDATE prediction_events SET withdrawn_reason = NULL, withdrawn_at = NULL, updated_at = $now "
+        f"UPDATE prediction_events SET withdrawn_reason = NULL, withdrawn_at = NULL, updated_at = $stamp "
         f"WHERE withdrawn_reason IS NOT NULL AND id IN (SELECT id FROM {name})",
-        {"now": now},
+        {"stamp": stamp},
     )
     gone = [r[0] for r in con.execute(
         f"SELECT id FROM prediction_events WHERE withdrawn_reason IS NULL AND id NOT IN (SELECT id FROM {name})"
     ).fetchall()]
-    withdrawn = len(gone)
-    if gone:
-        moved = {}  # a withdrawn event whose source article now gives another question
-        for event_id, other, title in con.execute(
-            f"SELECT p.id, min(c.id), arg_min(c.event_title, c.id) FROM prediction_events p "
-            f"JOIN {sources_name} cs ON cs.article_id = p.source_article_id JOIN {name} c "
-            f"ON c.id = cs.event_id WHERE list_contains($gone, p.id) AND c.id <> p.id GROUP BY p.id",
-            {"gone": gone},
-        ).fetchall():
-            moved[event_id] = WITHDRAWN_MOVED.format(id=other, title=title)
-        reasons = {i: (refused or {}).get(i) or moved.get(i) or WITHDRAWN_DEFAULT for i in gone}
-        con.executemany(
-            "UPDATE prediction_events SET withdrawn_reason = ?, withdrawn_at = ?, updated_at = ? WHERE id = ?",
-            [(reason, now, now, i) for i, reason in reasons.items()],
-        )
-    return restored, withdrawn
+    if not gone:
+        return restored, 0, 0
+    moved = {}  # a withdrawn event whose source article now gives another question
+    for event_id, other, title in con.execute(
+        f"SELECT p.id, min(c.id), arg_min(c.event_title, c.id) FROM prediction_events p "
+        f"JOIN {sources_name} cs ON cs.article_id = p.source_article_id JOIN {name} c "
+        f"ON c.id = cs.event_id WHERE list_contains($gone, p.id) AND c.id <> p.id GROUP BY p.id",
+        {"gone": gone},
+    ).fetchall():
+        moved[event_id] = WITHDRAWN_MOVED.format(id=other, title=title)
+    standing = _standing(con, gone, now, set(refused or {}) | set(moved))
+    reasons = {i: (refused or {}).get(i) or moved.get(i) or WITHDRAWN_DEFAULT for i in gone if i not in standing}
+    con.executemany(
+        "UPDATE prediction_events SET withdrawn_reason = ?, withdrawn_at = ?, updated_at = ? WHERE id = ?",
+        [(reason, now, stamp, i) for i, reason in reasons.items()],
+    )
+    return restored, len(reasons), len(standing)
+
+
+def _standing(con: duckdb.DuckDBPyConnection, gone: list[str], now: datetime, explained: set[str]) -> set[str]:
+    """Of the events no article derives now, those that stay as they are. A closed event: its market has closed,
+    and what the news says since is its outcome. An open one whose source article changed (``raw_articles``'
+    ``updated_at``: its text, date or link) after the event last did, and that neither a check refused nor another
+    question replaced (``explained``): the article now reports rather than asks ("Solana tops $220", "... unlocks
+    40 million SUI ahead of schedule"); a question asked in good faith stands until it resolves."""
+    has_raw = _one(con, "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'raw_articles'")
+    edited = """
+        OR (NOT list_contains($explained::VARCHAR[], p.id) AND EXISTS (
+            SELECT 1 FROM raw_articles r WHERE r.id = p.source_article_id AND r.updated_at > p.updated_at))
+    """ if has_raw else ""
+    return {r[0] for r in con.execute(
+        f"SELECT p.id FROM prediction_events p WHERE list_contains($gone::VARCHAR[], p.id) AND (p.date <= $now {edited})",
+        {"gone": gone, "now": now, **({"explained": sorted(explained)} if has_raw else {})},
+    ).fetchall()}
 
 
 def _add_sources(con: duckdb.DuckDBPyConnection, sources_name: str, now: datetime) -> int:
