@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -325,7 +325,7 @@ def test_date_rules_missing_far_future_and_a_late_real_date(
 
 
 
-def test_a_publishers_earlier_date_alone_is_taken_and_a_later_one_alone_is_not(
+def test_a_publishers_date_correction_alone_is_taken_but_not_a_fetch_time_stamp(
     con: duckdb.DuckDBPyConnection, settings: Settings, local_server: LocalServer
 ) -> None:
     link = "https://d.example.com/corrected"
@@ -336,10 +336,18 @@ def test_a_publishers_earlier_date_alone_is_taken_and_a_later_one_alone_is_not(
     local_server.routes["/a.xml"] = static(rss(item("Firedancer ships", link, pub="Fri, 20 Nov 2026 09:15:00 +0000")), RSS)
     report = ingest(con, feeds, settings)
     assert (article(con, link)["published_at"], report.updated) == (datetime(2026, 11, 20, 9, 15), 1)
-    # A later date alone is not: a feed that stamps every item with the request's time would move it every run.
-    local_server.routes["/a.xml"] = static(rss(item("Firedancer ships", link, pub="Fri, 27 Nov 2026 12:00:00 +0000")), RSS)
+    # A later date hours before the fetch is a correction too ...
+    fmt = "%a, %d %b %Y %H:%M:%S +0000"
+    later = (datetime.now(UTC) - timedelta(days=2)).replace(tzinfo=None, microsecond=0)
+    local_server.routes["/a.xml"] = static(rss(item("Firedancer ships", link, pub=later.strftime(fmt))), RSS)
     report = ingest(con, feeds, settings)
-    assert (article(con, link)["published_at"], report.updated) == (datetime(2026, 11, 20, 9, 15), 0)
+    assert (article(con, link)["published_at"], report.updated) == (later, 1)
+    # ... but not one within hours of it: a feed that stamps every item with the request's time would move it
+    # every run.
+    stamped = datetime.now(UTC) - timedelta(minutes=30)
+    local_server.routes["/a.xml"] = static(rss(item("Firedancer ships", link, pub=stamped.strftime(fmt))), RSS)
+    report = ingest(con, feeds, settings)
+    assert (article(con, link)["published_at"], report.updated) == (later, 0)
 
 
 @pytest.mark.parametrize("limit", [3, 10])  # 10: three connection pools of 4 and still at most 10 at once

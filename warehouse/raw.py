@@ -61,8 +61,9 @@ STATE_SCHEMA: dict[str, pl.DataType] = {
 
 # Columns an update may change. id, source_name, feed_url and fetched_at stay as first seen; a date we
 # inferred (fetch time) never replaces a real one, and a real one replaces an inferred one. A real date alone (the
-# text unchanged) is taken when it is earlier: a publisher's correction. A later one alone is not: some feeds stamp
-# every item with the time of the request, and their old news would come back as new at every run. Only the source that
+# text unchanged) is a publisher's correction when it is earlier, or later but still hours before the fetch; one
+# within hours of the fetch is not: some feeds stamp every item with the time of the request (or of any edit), and
+# their old news would come back as new at every run. Only the source that
 # first brought an article (its feed URL, or its name when the feed moved) updates it: a syndicated copy in
 # another feed, read while the first feed answered 304 or had dropped the item, would put its own date and text on
 # the original, and the row would flip between the two with every change of either feed.
@@ -70,8 +71,11 @@ def _same_source(stored: str, incoming: str) -> str:
     return f"({stored}.feed_url = {incoming}.feed_url OR {stored}.source_name = {incoming}.source_name)"
 
 
-_EARLIER_REAL_DATE = ("(NOT {stored}.date_inferred AND NOT {incoming}.date_inferred "
-                      "AND {incoming}.published_at < {stored}.published_at)")
+STAMP_HOURS = 6  # a later date alone this close to the fetch may be the feed's clock, not a correction
+_CORRECTED_DATE = ("(NOT {stored}.date_inferred AND NOT {incoming}.date_inferred "
+                      "AND {incoming}.published_at IS DISTINCT FROM {stored}.published_at "
+                      "AND ({incoming}.published_at < {stored}.published_at "
+                      f"OR {{incoming}}.published_at < {{incoming}}.fetched_at - INTERVAL {STAMP_HOURS} HOUR))")
 
 _MERGE_SQL = f"""
 INSERT INTO raw_articles ({", ".join(ARTICLE_COLUMNS)})
@@ -93,7 +97,7 @@ ON CONFLICT (id) DO UPDATE SET
 WHERE {_same_source("raw_articles", "excluded")}
   AND (raw_articles.content_hash <> excluded.content_hash
        OR (raw_articles.date_inferred AND NOT excluded.date_inferred)
-       OR {_EARLIER_REAL_DATE.format(stored="raw_articles", incoming="excluded")}
+       OR {_CORRECTED_DATE.format(stored="raw_articles", incoming="excluded")}
        OR raw_articles.url IS DISTINCT FROM excluded.url)
 """
 
@@ -175,7 +179,7 @@ def merge_articles(con: duckdb.DuckDBPyConnection, frame: pl.DataFrame) -> tuple
     """Upsert a batch (ids must be unique in it); returns ``(new ids, updated ids)``.
 
     A row is updated only from the source that first brought it, and only when its ``content_hash`` changed or
-    a real date arrives for an inferred one or an earlier real date for a real one (``_EARLIER_REAL_DATE``), so
+    a real date arrives for an inferred one or a publisher's correction of a real one (``_CORRECTED_DATE``), so
     re-ingesting the same feed moves nothing.
     """
     if frame.is_empty():
@@ -190,7 +194,7 @@ def merge_articles(con: duckdb.DuckDBPyConnection, frame: pl.DataFrame) -> tuple
             FROM incoming_articles i LEFT JOIN raw_articles r ON r.id = i.id
             WHERE r.id IS NULL
                OR ({_same_source("r", "i")} AND (r.content_hash <> i.content_hash OR (r.date_inferred AND NOT i.date_inferred)
-                                                  OR {_EARLIER_REAL_DATE.format(stored="r", incoming="i")}
+                                                  OR {_CORRECTED_DATE.format(stored="r", incoming="i")}
                                                   OR r.url IS DISTINCT FROM i.url))
             """
         ).fetchall()
