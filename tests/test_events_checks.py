@@ -212,6 +212,8 @@ def test_hours_date_a_launch_not_a_daily_close() -> None:
     assert question == "Will the Ethereum Fusaka upgrade go live on mainnet by October 9, 2026?"
     (question,), _ = derive("Exchange XRP Futures Launch in 24 Hours, Will It Send XRP to $4?")
     assert question == "Will XRP close above $4 on October 31, 2026?"
+    events, _ = derive("Bitcoin Could Hit $150,000 Within 48 Hours, Trader Says")  # not the month's end
+    assert events == []
 
 
 # Controls: the same shapes, legitimately settle-able; the checks must leave them alone.

@@ -21,7 +21,7 @@ The price template, the most involved, lives in ``price.py``; asset mentions in 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
@@ -148,8 +148,11 @@ def pick_date(unit: str, published_at: datetime, anchor: tuple[int, int], price:
     hits = [
         h for h in find_dates(unit, published_at)
         if not _FOREIGN_DATE.search(unit[: h.start]) and not foreign_deadline(unit, h) and not lookback(unit, h)
-        and not owned_by_other(unit, h, price) and not (price and h.rule == "hours")
+        and not owned_by_other(unit, h, price) and not (price and h.rule == "hours" and h.end <= anchor[0])
     ]
+    # A daily close hours away is no market: "could hit $120,000 within 48 hours" gives no question (not the default
+    # month end); hours before the level date something else ("launch in 24 hours, will it send XRP to $3?").
+    hits = [replace(h, when=None) if price and h.rule == "hours" else h for h in hits]
     # A date behind a question mark belongs to another sentence ("... to $0.60? Three Things to Watch Today"),
     # and one before a dash to another clause ("Settlement in April - XRP to $1?").
     hits = [h for h in hits if not (re.search(r"[?!]", unit[anchor[1] : h.start]) if h.start >= anchor[1]
