@@ -513,3 +513,10 @@ def test_the_asset_asks_an_apps_upgrade_of_an_article_the_tagger_gave_no_ticker(
     con.close()
     assert rows == [("AAVE", "upgrade_or_launch",
                      f"Will Aave's v4 launch on mainnet by {launch:%B} {launch.day}, {launch.year}?")], rows
+
+
+@pytest.mark.parametrize("title", ["Ethereum Bears Target $2,800 as Momentum Fades",
+                                   "Cardano Price Analysis: Bearish Setup Aims for $0.45"])
+def test_a_target_the_bears_set_is_a_downside_one(title: str) -> None:
+    (question,), _ = derive(title)
+    assert " close below " in question, question

@@ -130,6 +130,9 @@ _UPSIDE_CUE = re.compile(
 )
 LEVEL = re.compile(r"^\s*(?:level\s+|mark\s+|area\s+|zone\s+)?(?P<level>support|resistance|floor|ceiling)\b", re.I)
 _BEARISH = re.compile(r"\b(?:bear(?:s|ish)?|downside|crash|correction|sell-off|selloff|short(?:s|ing)?)\b", re.I)
+# A target with no direction word is an upside one, unless bears set it, named next to its cue.
+_BEARS = re.compile(r"\b(?:bears?|bearish)\b", re.I)
+_AIM = re.compile(r"\b(?:aims?|aiming|targets?|targeting|eyes?|eyeing|sets?\s+sights)\b", re.I)  # not "hold $52K"
 # "added 1% to reach $909", "jumped to hit $100K": an infinitive after a move that already happened.
 _TO_AFTER_MOVE = re.compile(
     r"(?:%|\b\w+ed|\bfail(?:s|ing)?|\b(?:rises|jumps|climbs|soars|surges|falls|drops|slides|sinks|rallies|gains|spikes"
@@ -312,6 +315,8 @@ def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None
                 direction = "below" if level.group("level").lower() in ("support", "floor") else "above"
             elif target and _BEARISH.search(unit):
                 direction = "below"
+            elif _AIM.search(left[cue_start : amount.start]) and _BEARS.search(left[max(0, cue_start - 30) : amount.start]):
+                direction = "below"  # "Bears Aim For $50", "Bearish Trend Targets $0.41"
             else:
                 ref = reference_price(context, amount)
                 if ref is not None and ref != amount.value:
