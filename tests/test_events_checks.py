@@ -520,3 +520,8 @@ def test_the_asset_asks_an_apps_upgrade_of_an_article_the_tagger_gave_no_ticker(
 def test_a_target_the_bears_set_is_a_downside_one(title: str) -> None:
     (question,), _ = derive(title)
     assert " close below " in question, question
+
+
+def test_a_level_asked_soon_takes_the_near_horizon_not_a_years_range_in_the_headline() -> None:
+    (question,), _ = derive("Solana (SOL) Price Prediction 2026-2032: Will SOL Hit $400 Soon?")
+    assert question == "Will Solana close above $400 on October 31, 2026?"

@@ -305,6 +305,8 @@ def _own_network(subject: str, name: str) -> bool:
         rest, re.I) is not None
 
 
+# "... hit $1.5 soon?": the level's own horizon is near, whatever dates the rest of the headline names.
+_SOON = re.compile(r"\s*(?:(?:again|price|mark|level|once\s+more)\s+)?(?:very\s+)?soon\b", re.I)
 # A summary sentence that carries a headline's price question on: "Can Solana hit four figures this year?"
 _PRICE_TALK = re.compile(r"\b(?:price|rally|hit|reach|target|surge|climb|rise|fall|drop|run|move|levels?)\b", re.I)
 
@@ -325,6 +327,8 @@ def _resolution_time(found: Found, index: int, units: list[str], published: date
     one naming the same level, else one about the same asset's price when the level sits in the headline);
     else, for price levels only, the default (``dates.default_price_date``). A date that is not after
     publication: None."""
+    if found.kind == PRICE and _SOON.match(found.unit, found.anchor[1]):
+        return default_price_date(published)  # "Will THETA hit $1.5 soon?" under "Price Prediction 2023-2030:"
     hit = pick_date(found.unit, published, found.anchor, found.kind == PRICE, _OWN[found.kind])
     if hit is not None:
         if hit.when is not None and hit.rule != "explicit" and found.kind != PRICE:
