@@ -17,6 +17,8 @@ FRIDAY = datetime(2025, 12, 12, 15, 41)  # Friday, December 12, 2025, 15:41 UTC
         ("by the end of the year", datetime(2025, 12, 31)),
         ("by year-end", datetime(2025, 12, 31)),
         ("by year end", datetime(2025, 12, 31)),
+        ("by year's end", datetime(2025, 12, 31)),
+        ("by the year’s end", datetime(2025, 12, 31)),
         ("before the end of the year", datetime(2025, 12, 31)),
         ("by the end of next year", datetime(2026, 12, 31)),
         ("next year", datetime(2026, 12, 31)),

@@ -354,9 +354,9 @@ _RULES: list[tuple[re.Pattern[str], str, Callable[[re.Match[str], datetime], tup
         rf"(?P<mon>{_MON})(?![a-z])(?:\s+{_YEAR})?"),
      "month", _month),
     (_r(rf"\b(?P<mon>{_MON})(?![a-z])\s+{_YEAR}"), "month", _month),
-    # year-end, end of the year, end of next year, EOY
+    # year-end, end of the year, end of next year, year's end, EOY
     (_r(rf"\b{_I}(?:(?:the\s+)?end\s+of\s+(?:the\s+)?(?:(?P<which>this|next)\s+)?year|year[-\s]end"
-        rf"|end[-\s]of[-\s]year|EOY)\b)"),
+        rf"|(?:the\s+)?year(?:'|\u2019)?s\s+end|end[-\s]of[-\s]year|EOY)\b)"),
      "year", _year_end),
     # by / in / end of 2026
     (_r(rf"\b{_I}(?:by|in|during|through|until|till|for|(?:the\s+)?end\s+of)\s+){_YEAR}(?![-/]\d)"), "year",
