@@ -525,3 +525,8 @@ def test_a_target_the_bears_set_is_a_downside_one(title: str) -> None:
 def test_a_level_asked_soon_takes_the_near_horizon_not_a_years_range_in_the_headline() -> None:
     (question,), _ = derive("Solana (SOL) Price Prediction 2026-2032: Will SOL Hit $400 Soon?")
     assert question == "Will Solana close above $400 on October 31, 2026?"
+
+
+def test_a_date_after_but_belongs_to_the_contrasting_clause() -> None:
+    (question,), _ = derive("Solana ETFs Could Drive SOL to $400, but Approval Could Take Until 2028")
+    assert question == "Will Solana close above $400 on October 31, 2026?"

@@ -87,7 +87,7 @@ _OTHER_DEADLINE = re.compile(
     re.I,
 )
 # A clause of its own after the question's object ("...; Convert STRK before December 5", "... — Users must ...").
-_CLAUSE_BREAK = re.compile(r";|\s[-\u2013\u2014]\s|\u2014|\s(?:as|while|amid|whereas)\s", re.I)
+_CLAUSE_BREAK = re.compile(r";|\s[-\u2013\u2014]\s|\u2014|\s(?:as|while|amid|whereas)\s|,\s+(?:but|yet)\s", re.I)
 
 
 def foreign_deadline(unit: str, hit: DateHit) -> bool:
