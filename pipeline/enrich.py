@@ -21,7 +21,7 @@ from warehouse.db import transaction, utcnow
 
 RAW_COLUMNS = (
     "id, source_name, feed_url, url, title, summary, content_html, authors, categories, image_url, "
-    "published_at, date_inferred, fetched_at, language, content_hash"
+    "published_at, date_inferred, published_offset, fetched_at, language, content_hash"
 )
 
 # New articles come in; an article whose content changed is refreshed and loses its scores and tags
@@ -34,7 +34,8 @@ ON CONFLICT (id) DO UPDATE SET
     source_name = excluded.source_name, feed_url = excluded.feed_url, url = excluded.url,
     title = excluded.title, summary = excluded.summary, content_html = excluded.content_html,
     authors = excluded.authors, categories = excluded.categories, image_url = excluded.image_url,
-    published_at = excluded.published_at, date_inferred = excluded.date_inferred, language = excluded.language,
+    published_at = excluded.published_at, date_inferred = excluded.date_inferred,
+    published_offset = excluded.published_offset, language = excluded.language,
     model_version = CASE WHEN articles.content_hash = excluded.content_hash THEN articles.model_version END,
     -- a moved link is tagged again: the tags' stamp (tagged_at) is what makes the next publish serve the new link
     tagger_version = CASE WHEN articles.content_hash = excluded.content_hash

@@ -15,7 +15,9 @@ from warehouse import db
 def _raw(con, rows: list[tuple[str, str, str]]) -> None:
     for article_id, title, summary in rows:
         con.execute(
-            "INSERT OR REPLACE INTO raw_articles VALUES (?, 'Test', 'http://127.0.0.1/f', ?, NULL, ?, ?, NULL, [], [],"
+            "INSERT OR REPLACE INTO raw_articles (id, source_name, feed_url, url, guid, title, summary, content_html,"
+            " authors, categories, image_url, published_at, date_inferred, fetched_at, updated_at, language,"
+            " content_hash) VALUES (?, 'Test', 'http://127.0.0.1/f', ?, NULL, ?, ?, NULL, [], [],"
             " NULL, TIMESTAMP '2026-11-01 10:00:00', false, TIMESTAMP '2026-11-01 10:05:00',"
             " TIMESTAMP '2026-11-01 10:05:00', 'en', md5(? || ?))",
             [article_id, f"https://news.example/{article_id}", title, summary, title, summary],

@@ -4,6 +4,7 @@ headlines of each failure class, and withdrawal of published events the rules no
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -387,6 +388,10 @@ def test_an_event_stands_when_its_source_comes_to_report_the_outcome_or_its_mark
     assert status[ids["a3"]] == "closed"
     assert (report.withdrawn, report.stands) == (1, 1)
 
+    # A run in which every event not derived stands withdraws nothing (and does not fail on it).
+    again = merge_events(con, derive_events([reports, moved, soon, plain], NAMES), later + timedelta(minutes=1),
+                         complete=True)
+    assert (again.withdrawn, again.stands) == (0, 1)
     # The rules changing (no edit: nothing derives a4 any more) still withdraws an open event; closed stays closed.
     merge_events(con, [], later + timedelta(hours=1), complete=True)
     status = dict(con.execute("SELECT id, status FROM prediction_events").fetchall())
@@ -530,3 +535,40 @@ def test_a_level_asked_soon_takes_the_near_horizon_not_a_years_range_in_the_head
 def test_a_date_after_but_belongs_to_the_contrasting_clause() -> None:
     (question,), _ = derive("Solana ETFs Could Drive SOL to $400, but Approval Could Take Until 2028")
     assert question == "Will Solana close above $400 on October 31, 2026?"
+
+
+# From the operator's review: "by year-end" in an article of Thu 31 Dec 2025 20:00 -0500 became December 31, 2026,
+# and "tomorrow" from an outlet at +09:00 was read from the UTC day. The feed's offset is kept (published_offset).
+def test_relative_dates_count_from_the_publishers_calendar_when_the_feed_gives_its_offset() -> None:
+    new_years_eve = article("Ethereum Could Reach $5,000 by Year-End", published=datetime(2026, 1, 1, 1, 0))
+    assert [e.event_title for e in derive_events([new_years_eve], NAMES)] == [
+        "Will Ethereum close above $5,000 on December 31, 2026?"]  # the UTC calendar: a year off
+    assert derive_events([replace(new_years_eve, published_offset=-300)], NAMES) == []  # its December 31: passed
+    seoul = replace(article("Coinbase Will List Cardano (ADA) Tomorrow", published=datetime(2026, 11, 26, 22, 30)),
+                    published_offset=540)  # Friday 07:30 in Seoul
+    (event,) = derive_events([seoul], NAMES)
+    assert event.event_title == "Will Coinbase list Cardano (ADA) for trading by November 28, 2026?"
+
+
+def test_the_asset_reads_each_articles_offset(data_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from pipeline.cli import app as cli
+    from warehouse.config import get_settings
+
+    monkeypatch.setenv("DAGSTER_HOME", str(data_home / "dagster"))
+    monkeypatch.setenv("CRYPTOWIRE_PRICE_SOURCE_URL", "")
+    day = datetime.now(UTC).replace(tzinfo=None, hour=20, minute=0, second=0, microsecond=0) - timedelta(days=2)
+    con = connect(get_settings().warehouse_path)
+    con.execute(
+        "INSERT INTO articles (id, source_name, feed_url, url, title, summary, authors, categories, published_at,"
+        " published_offset, fetched_at, content_hash, tickers, topics, tagged_at) VALUES ('seoul1', 'Wire',"
+        " 'http://wire.example/f', 'http://wire.example/ada', 'Coinbase Will List Cardano (ADA) Tomorrow', '', [], [],"
+        " ?, 540, ?, 'h', ['ADA'], [], ?)", [day, day, day])
+    con.close()
+    result = CliRunner().invoke(cli, ["materialize", "--select", "prediction_events", "--json"])
+    assert result.exit_code == 0, result.output
+    con = connect(get_settings().warehouse_path, read_only=True)
+    (date_,) = con.execute("SELECT date FROM prediction_events").fetchall()[0]
+    con.close()
+    assert date_ == day + timedelta(days=2, hours=-20)  # 05:00 the next day in Seoul: its tomorrow

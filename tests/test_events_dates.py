@@ -180,3 +180,18 @@ def test_tomorrow_with_a_local_time_is_tomorrow_where_that_time_is_written() -> 
     saturday_utc = datetime(2025, 12, 13, 3, 30)
     assert resolve_phrase("goes live tomorrow at 10 a.m. PT", saturday_utc) == datetime(2025, 12, 13, 18, 0)
     assert resolve_phrase("goes live tomorrow", saturday_utc) == datetime(2025, 12, 14)  # no zone: the UTC day
+
+
+def test_a_local_publication_time_counts_relative_phrases_from_its_own_calendar() -> None:
+    from pipeline.events.dates import instant, local_time
+
+    eve = local_time(datetime(2026, 1, 1, 1, 0), -300)  # Thu 31 Dec 2025 20:00 in New York
+    assert instant(eve) == datetime(2026, 1, 1, 1, 0)
+    assert resolve_phrase("by year-end", eve) is None  # that December 31 has begun
+    assert resolve_phrase("by tomorrow", eve) is None  # January 1 has begun in UTC
+    assert resolve_phrase("by Friday", eve) == datetime(2026, 1, 2)
+    seoul = local_time(datetime(2026, 11, 26, 22, 30), 540)  # Fri 27 Nov 07:30 in Seoul
+    assert resolve_phrase("tomorrow", seoul) == datetime(2026, 11, 28)
+    # a time with its own zone counts from that zone's date: Thursday 17:30 in New York
+    assert resolve_phrase("tomorrow at 9:00 a.m. ET", seoul) == datetime(2026, 11, 27, 14, 0)
+    assert local_time(datetime(2026, 11, 26, 22, 30), None) == datetime(2026, 11, 26, 22, 30)

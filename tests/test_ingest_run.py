@@ -350,6 +350,23 @@ def test_a_publishers_date_correction_alone_is_taken_but_not_a_fetch_time_stamp(
     assert (article(con, link)["published_at"], report.updated) == (later, 0)
 
 
+
+def test_the_feeds_offset_of_a_date_is_kept_beside_it(
+    con: duckdb.DuckDBPyConnection, settings: Settings, local_server: LocalServer
+) -> None:
+    local_server.routes["/a.xml"] = static(rss(
+        item("Seoul desk", "https://d.example.com/seoul", pub="Fri, 27 Nov 2026 07:30:00 +09:00"),
+        item("New York desk", "https://d.example.com/ny", pub="Thu, 26 Nov 2026 20:00:00 EST"),
+        item("No zone", "https://d.example.com/plain", pub="Thu, 26 Nov 2026 20:00:00"),
+        item("No date", "https://d.example.com/none", pub=None),
+    ), RSS)
+    ingest(con, [Feed("A", local_server.url("/a.xml"))], settings)
+    got = dict(con.execute("SELECT url, published_offset FROM raw_articles").fetchall())
+    assert got == {"https://d.example.com/seoul": 540, "https://d.example.com/ny": -300,
+                   "https://d.example.com/plain": None, "https://d.example.com/none": None}
+    assert article(con, "https://d.example.com/seoul")["published_at"] == datetime(2026, 11, 26, 22, 30)
+
+
 @pytest.mark.parametrize("limit", [3, 10])  # 10: three connection pools of 4 and still at most 10 at once
 def test_fetching_is_concurrent_but_bounded(
     con: duckdb.DuckDBPyConnection, settings: Settings, local_server: LocalServer, limit: int

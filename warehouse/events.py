@@ -242,10 +242,11 @@ def _withdraw_and_restore(con: duckdb.DuckDBPyConnection, name: str, sources_nam
         moved[event_id] = WITHDRAWN_MOVED.format(id=other, title=title)
     standing = _standing(con, gone, now, set(refused or {}) | set(moved))
     reasons = {i: (refused or {}).get(i) or moved.get(i) or WITHDRAWN_DEFAULT for i in gone if i not in standing}
-    con.executemany(
-        "UPDATE prediction_events SET withdrawn_reason = ?, withdrawn_at = ?, updated_at = ? WHERE id = ?",
-        [(reason, now, stamp, i) for i, reason in reasons.items()],
-    )
+    if reasons:
+        con.executemany(
+            "UPDATE prediction_events SET withdrawn_reason = ?, withdrawn_at = ?, updated_at = ? WHERE id = ?",
+            [(reason, now, stamp, i) for i, reason in reasons.items()],
+        )
     return restored, len(reasons), len(standing)
 
 

@@ -29,6 +29,7 @@ ARTICLE_SCHEMA: dict[str, pl.DataType] = {
     "image_url": pl.String(),
     "published_at": pl.Datetime("us"),
     "date_inferred": pl.Boolean(),
+    "published_offset": pl.Int16(),  # minutes east of UTC the feed wrote the date in; null: not said, or inferred
     "fetched_at": pl.Datetime("us"),
     "updated_at": pl.Datetime("us"),
     "language": pl.String(),
@@ -91,6 +92,8 @@ ON CONFLICT (id) DO UPDATE SET
     image_url = excluded.image_url,
     published_at = CASE WHEN excluded.date_inferred THEN raw_articles.published_at ELSE excluded.published_at END,
     date_inferred = raw_articles.date_inferred AND excluded.date_inferred,
+    published_offset = CASE WHEN excluded.date_inferred THEN raw_articles.published_offset
+                            ELSE excluded.published_offset END,
     language = excluded.language,
     content_hash = excluded.content_hash,
     updated_at = excluded.updated_at
@@ -107,6 +110,7 @@ _ARROW_TYPES = {
     pl.List(pl.String()): pa.list_(pa.string()),
     pl.Datetime("us"): pa.timestamp("us"),
     pl.Boolean(): pa.bool_(),
+    pl.Int16(): pa.int16(),
 }
 
 

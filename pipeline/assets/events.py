@@ -10,7 +10,7 @@ from pipeline.resources import WarehouseResource
 from warehouse.crashpoints import crash_point
 
 ARTICLE_SQL = """
-SELECT id, title, summary, url, image_url, source_name, published_at, tickers, topics
+SELECT id, title, summary, url, image_url, source_name, published_at, tickers, topics, published_offset
 FROM articles
 """  # articles without tickers too: an app's own upgrade ("Aave v4 mainnet launch") is asked of its token
 
@@ -106,7 +106,7 @@ def prediction_events(context: dg.AssetExecutionContext, warehouse: WarehouseRes
         inputs = [
             ArticleIn(
                 id=r[0], title=r[1], summary=r[2], url=r[3], image_url=r[4], source_name=r[5],
-                published_at=r[6], tickers=tuple(r[7] or ()), topics=tuple(r[8] or ()),
+                published_at=r[6], tickers=tuple(r[7] or ()), topics=tuple(r[8] or ()), published_offset=r[9],
             )
             for r in con.execute(ARTICLE_SQL).fetchall()
         ]

@@ -49,6 +49,32 @@ _ZONES = {"ET": "America/New_York", "PT": "America/Los_Angeles", "CT": "America/
 _OFFSETS = {"UTC": 0, "GMT": 0, "EST": -5, "EDT": -4, "CST": -6, "CDT": -5, "MST": -7, "MDT": -6, "PST": -8, "PDT": -7}
 
 
+class LocalTime(datetime):
+    """A publication time as its publisher's clock read it (the fields), with the UTC offset it was written in:
+    "tomorrow" or "by year-end" count from the publisher's calendar ("by year-end" in an article of Thu 31 Dec
+    2025 20:00 -0500 is that December 31, not the end of 2026). ``local_time`` makes one."""
+
+    offset_minutes: int = 0
+
+
+def local_time(utc: datetime, offset_minutes: int | None) -> datetime:
+    """``utc`` (naive) as the publisher's clock read it, when the feed said its offset; else ``utc`` itself."""
+    if not offset_minutes:
+        return utc
+    wall = utc + timedelta(minutes=offset_minutes)
+    out = LocalTime(wall.year, wall.month, wall.day, wall.hour, wall.minute, wall.second, wall.microsecond)
+    out.offset_minutes = offset_minutes
+    return out
+
+
+def instant(published_at: datetime) -> datetime:
+    """The naive UTC time of a publication time (a ``LocalTime`` or already UTC)."""
+    if isinstance(published_at, LocalTime):
+        plain = datetime(*published_at.timetuple()[:6], published_at.microsecond)
+        return plain - timedelta(minutes=published_at.offset_minutes)
+    return published_at
+
+
 @dataclass(frozen=True)
 class DateHit:
     """A date phrase found in a text; ``when`` is None if it does not resolve to a time after publication."""
@@ -62,7 +88,9 @@ class DateHit:
 
 
 def find_dates(text: str, published_at: datetime) -> list[DateHit]:
-    """Every date phrase in ``text``, left to right; longer, more specific phrases win over overlapping ones."""
+    """Every date phrase in ``text``, left to right; longer, more specific phrases win over overlapping ones.
+    ``published_at``: naive UTC, or a ``LocalTime`` (relative phrases then count from the publisher's calendar)."""
+    after = instant(published_at)
     taken: list[tuple[int, int]] = []
     hits: list[DateHit] = []
     for pattern, rule, resolver in _RULES:
@@ -70,7 +98,7 @@ def find_dates(text: str, published_at: datetime) -> list[DateHit]:
             if any(m.start() < end and start < m.end() for start, end in taken):
                 continue
             when, precise = resolver(m, published_at)
-            if when is not None and when <= published_at:
+            if when is not None and when <= after:
                 when = None
             taken.append((m.start(), m.end()))
             hits.append(DateHit(m.start(), m.end(), m.group(0), when, rule, precise))
@@ -146,9 +174,9 @@ def _zone(m: re.Match[str]) -> tzinfo | None:
 
 def _local_day(pub: datetime, m: re.Match[str]) -> datetime:
     """The publication day where the phrase's time of day is written ("tomorrow at 4 PM ET" counts from New
-    York's date), else the UTC day."""
+    York's date), else the publisher's day (``LocalTime``), else the UTC day."""
     zone = _zone(m)
-    local = pub.replace(tzinfo=UTC).astimezone(zone).replace(tzinfo=None) if zone else pub
+    local = instant(pub).replace(tzinfo=UTC).astimezone(zone).replace(tzinfo=None) if zone else pub
     return datetime.combine(local.date(), datetime.min.time())
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import lru_cache
 
-from pipeline.events.dates import default_price_date
+from pipeline.events.dates import default_price_date, instant, local_time
 from pipeline.events.ids import event_id
 from pipeline.events.learned import Candidate, candidates, default_model
 from pipeline.events.mentions import AssetFinder, Mention
@@ -50,6 +50,7 @@ class ArticleIn:
     published_at: datetime  # naive UTC
     tickers: tuple[str, ...]
     topics: tuple[str, ...]
+    published_offset: int | None = None  # minutes east of UTC the feed wrote the date in (None: not said)
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,7 @@ def derive_article(
     if not tickers and not apps:
         return None
     published = naive_utc(article.published_at)
+    local = local_time(published, article.published_offset)  # relative dates count from the publisher's calendar
     title, summary = clean(article.title), clean(article.summary)
     # An app's own upgrade ("Aave v4 mainnet launch") is a question about its token, though the tagger rightly
     # does not take the app's name alone for the token; such a headline names the app.
@@ -154,7 +156,7 @@ def derive_article(
             find_etf(unit, ms, context),
             find_listing(unit, ms),
             find_price(unit, ms, context),
-            find_upgrade(unit, ms, published, title_name, fallback),
+            find_upgrade(unit, ms, local, title_name, fallback),
             find_unlock(unit, ms),
         ):
             if found is None or (found.ticker not in tickers
@@ -165,7 +167,7 @@ def derive_article(
                 if direction is None:
                     continue  # "is SOL headed to $150?" with SOL near $150: up or down, the words do not say
                 found = replace(found, comparator=direction)
-            when = _resolution_date(found, i, units, published, mentions)
+            when = _resolution_date(found, i, units, local, mentions)
             if when is None:
                 continue
             reason = refusal(found, published, reference, names, tickers - {found.ticker})
@@ -182,7 +184,7 @@ def derive_article(
     scored = [(p, c) for c in candidates(units, mentions, tickers, published, reference)
               if c.found.comparator is not None and (p := model.probability(c.features)) >= model.threshold]
     for _, cand in sorted(scored, key=lambda s: -s[0]):
-        for viable, when in viable_candidates(units, mentions, tickers, published, reference, names, [cand]):
+        for viable, when in viable_candidates(units, mentions, tickers, published, reference, names, [cand], local):
             return _candidate(article, viable.found, when, names, title, summary, published)
     return None
 
@@ -212,14 +214,15 @@ STABLE_BAND = (0.5, 2.0)
 
 def viable_candidates(units: list[str], mentions: list[list[Mention]], tickers: set[str], published: datetime,
                       reference: Reference, names: Mapping[str, str],
-                      found: list[Candidate] | None = None) -> list[tuple[Candidate, datetime]]:
+                      found: list[Candidate] | None = None, local: datetime | None = None,
+                      ) -> list[tuple[Candidate, datetime]]:
     """The learned model's candidate levels (``found``, else all of the article's) that pass every check
-    (``refusal``) and have a resolution date."""
+    (``refusal``) and have a resolution date (counted from ``local``, the publisher's clock, when given)."""
     out = []
     for cand in candidates(units, mentions, tickers, published, reference) if found is None else found:
         if refusal(cand.found, published, reference, names, tickers - {cand.found.ticker}) is not None:
             continue
-        when = _resolution_date(cand.found, cand.index, units, published, mentions)
+        when = _resolution_date(cand.found, cand.index, units, local or published, mentions)
         if when is not None:
             out.append((cand, when))
     return out
@@ -317,7 +320,7 @@ def _resolution_date(found: Found, index: int, units: list[str], published: date
     when = _resolution_time(found, index, units, published, mentions)
     if when is not None and found.kind == PRICE and (when.hour or when.minute):
         when = when.replace(hour=0, minute=0, second=0, microsecond=0)  # "at 14:00 UTC" names the close's day
-        return when if when > published else None
+        return when if when > instant(published) else None
     return when
 
 

@@ -421,6 +421,25 @@ def _read_date(value: str) -> datetime | None:
     return _parse_date_fallback(value)
 
 
+_ZONE_AT_END = re.compile(r"(?:(?P<sign>[+-])(?P<hh>\d\d):?(?P<mm>\d\d)|\s(?P<name>[A-Za-z]{1,4})|(?<=\d)(?P<z>[Zz]))\Z")
+
+
+def date_offset(value: str | None) -> int | None:
+    """The UTC offset, in minutes, a feed date is written in ("+09:00" -> 540, "EDT" -> -240, "Z" -> 0); None
+    without one. Relative phrases ("tomorrow", "by year-end") count from the publisher's date, not the UTC one."""
+    m = _ZONE_AT_END.search(" ".join((value or "").split()))
+    if m is None:
+        return None
+    if m["z"]:
+        return 0
+    if m["name"]:
+        return _ZONES.get(m["name"].upper())
+    hours, minutes = int(m["hh"]), int(m["mm"])
+    if not _real_offset(hours, minutes):
+        return None
+    return (1 if m["sign"] == "+" else -1) * (hours * 60 + minutes)
+
+
 def _parse_date_fallback(value: str) -> datetime | None:
     # feedparser knows many broken real-world formats (W3CDTF variants, Korean, Greek, Hungarian, ...).
     from feedparser.datetimes import _parse_date

@@ -32,6 +32,7 @@ from typing import Any
 from pipeline.ingest.clean import (
     canonical_url,
     clean_link,
+    date_offset,
     drop_blocks,
     drop_controls,
     drop_userinfo,
@@ -85,6 +86,7 @@ class Entry:
     categories: list[str] = field(default_factory=list)
     image_url: str | None = None
     published: datetime | None = None  # as the feed gives it (UTC), before the missing/far-future rule
+    published_offset: int | None = None  # the UTC offset (minutes) that date was written in, when it says
 
 
 @dataclass
@@ -552,7 +554,10 @@ def _normalise(raws: list[_Raw], base: str) -> list[Entry]:
                 break
         if image is None:
             image = first_image(content, item_base) or first_image(raw.summary, item_base)
-        published = parse_date(raw.published) or parse_date(raw.updated)
+        published = parse_date(raw.published)
+        offset = date_offset(raw.published)
+        if published is None:
+            published, offset = parse_date(raw.updated), date_offset(raw.updated)
         entries.append(
             Entry(
                 url=url,
@@ -564,6 +569,7 @@ def _normalise(raws: list[_Raw], base: str) -> list[Entry]:
                 categories=_unique(raw.categories),
                 image_url=image,
                 published=published,
+                published_offset=offset if published is not None else None,
             )
         )
     return entries

@@ -381,7 +381,8 @@ def _row(aid: str, entry: Entry, feed: Feed, fetched_at: datetime, language: str
         "id": aid, "source_name": feed.name, "feed_url": feed.url, "url": entry.url, "guid": entry.guid,
         "title": entry.title, "summary": entry.summary, "content_html": entry.content_html, "authors": entry.authors,
         "categories": entry.categories, "image_url": entry.image_url, "published_at": when,
-        "date_inferred": inferred, "fetched_at": fetched_at, "updated_at": fetched_at, "language": language,
+        "date_inferred": inferred, "published_offset": None if inferred else entry.published_offset,
+        "fetched_at": fetched_at, "updated_at": fetched_at, "language": language,
         "content_hash": content_hash(entry),
     }
 
