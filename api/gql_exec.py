@@ -62,6 +62,20 @@ class Context:
     reader: SnapshotReader | None
     usage: dict[str, Any] | None = None
     now: datetime = field(default_factory=lambda: datetime.now(UTC).replace(tzinfo=None))
+    # What the answer's data cannot say (a ticker renamed within the range, a short trending baseline): the
+    # response's ``extensions.notes``, as ``api.older`` notes what an older snapshot lacks.
+    notes: list[dict[str, str]] = field(default_factory=list)
+
+
+RENAMED = "TICKER_RENAMED"  # a note's code: the range reaches across a rename of the ticker's asset
+SHORT_BASELINE = "SHORT_BASELINE"  # a note's code: trending's baseline has less data than its full length
+
+
+def _note(ctx: Context, field_name: str, code: str, messages: list[str] | None) -> None:
+    for message in messages or []:
+        note = {"code": code, "field": f"Query.{field_name}", "message": message}
+        if note not in ctx.notes:  # the same field under two aliases: one note
+            ctx.notes.append(note)
 
 
 # --------------------------------------------------------------------------------------------- arguments
@@ -248,16 +262,23 @@ def run_sentiment(ctx: Context, req: trends.SentimentRequest, _need: bool = True
 
     def series() -> dict[str, Any]:
         # A ticker no article (nor event) of the snapshot names is most likely a typo: say so, free of charge,
-        # rather than answer the empty series of a real but quiet ticker (which a poller must keep getting).
+        # rather than answer the empty series of a real but quiet ticker (which a poller must keep getting). A
+        # name (bitcoin), or a symbol of before or after a rename whose other symbol the news has, is said so.
         if not trends.known_ticker(reader.con, req.ticker, reader.facts):
-            raise _bad(f"no article in this snapshot mentions the ticker {req.ticker!r}: check the symbol; the "
+            hints = trends.unknown_ticker_hints(reader.con, req.ticker, reader.facts)
+            advice = "; ".join(hints) if hints else "check the symbol"
+            raise _bad(f"no article in this snapshot mentions the ticker {req.ticker!r}: {advice}; the "
                        "`tickers` field lists every ticker the news (or an event) names")
-        return trends.sentiment_series(reader.con, req, reader.facts)
+        found = trends.sentiment_series(reader.con, req, reader.facts)
+        # Buckets stay the ticker's own: a range across a rename of its asset is noted, not merged.
+        return {**found, "_notes": trends.series_hints(reader.con, found, reader.facts)}
 
     try:
-        return reader.cache.get(("assetSentiment", req), series, reader.cache_only)
+        answer = reader.cache.get(("assetSentiment", req), series, reader.cache_only)
     except trends.RangeError as exc:  # `since` alone, and the newest article is too far from it
         raise _bad(str(exc)) from None
+    _note(ctx, "assetSentiment", RENAMED, answer.get("_notes"))
+    return answer
 
 
 def _trending(kind: str) -> Callable[..., dict[str, Any]]:
@@ -265,9 +286,11 @@ def _trending(kind: str) -> Callable[..., dict[str, Any]]:
         reader = ctx.reader
         assert reader is not None
         window, first = parsed
-        return reader.cache.get(("trending", kind, window, first),
-                                lambda: trends.trending(reader.con, kind, window, first, reader.facts),
-                                reader.cache_only)
+        answer = reader.cache.get(("trending", kind, window, first),
+                                  lambda: trends.trending(reader.con, kind, window, first, reader.facts),
+                                  reader.cache_only)
+        _note(ctx, "trendingTickers" if kind == "tickers" else "trendingTopics", SHORT_BASELINE, answer.get("_notes"))
+        return answer
 
     return run
 
@@ -522,6 +545,7 @@ def _format_error(error: GraphQLError) -> dict[str, Any]:
 class Outcome:
     data: dict[str, Any] | None
     errors: list[dict[str, Any]]
+    notes: list[dict[str, str]] = field(default_factory=list)  # for ``extensions.notes`` (``Context.notes``)
 
     @property
     def bad_input(self) -> bool:
@@ -535,17 +559,18 @@ def execute_reference(plan: Plan, ctx: Context) -> Outcome:
     """graphql-core's executor with the same resolvers."""
     if ctx.usage is not None:
         ctx.usage = usage_value(ctx.usage)
+    ctx.notes.clear()  # a fast run that fell back may have noted some already
     result = execute(SCHEMA, plan.prepared.document, context_value=ctx, variable_values=plan.raw_variables,
                      operation_name=plan.operation.name.value if plan.operation.name else None)
     assert isinstance(result, ExecutionResult)
-    return Outcome(result.data, [_format_error(e) for e in result.errors or []])
+    return Outcome(result.data, [_format_error(e) for e in result.errors or []], list(ctx.notes))
 
 
 def execute_plan(plan: Plan, ctx: Context, fast: bool = True) -> Outcome:
     """Run the plan; falls back to graphql-core for introspection and for anything that goes wrong."""
     if fast and not plan.prepared.introspection:
         try:
-            return Outcome(FastExecutor(plan, ctx).run(), [])
+            return Outcome(FastExecutor(plan, ctx).run(), [], list(ctx.notes))
         except CacheMiss:
             raise
         except Exception as exc:  # any surprise: let the reference executor produce spec-shaped errors

@@ -177,8 +177,8 @@ class NewsComponent:
             body: dict[str, Any] = {"data": outcome.data}
             if outcome.errors:
                 body["errors"] = outcome.errors
-            if gaps and outcome.data is not None:  # what the snapshot's age changed in this answer
-                notes = older.notes(plan, shown, gaps)
+            if outcome.data is not None:  # what the snapshot's age changed in this answer, and what the data cannot say
+                notes = (older.notes(plan, shown, gaps) if gaps else []) + outcome.notes
                 if notes:
                     body["extensions"] = {"notes": notes}
             return FastJSONResponse(body, status_code=status, headers=access.headers(caller, charge))

@@ -51,7 +51,7 @@ def test_publish_writes_serving_tables_in_order(tmp_path: Path, data: Data) -> N
         sentiments = {r[0] for r in con.execute("SELECT DISTINCT sentiment FROM news").fetchall()}
         assert sentiments == {"Positive", "Negative", "Neutral"}
         tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-        assert tables == {"news", "events", "filter_values", "sentiment", "stories", "snapshot_info"}
+        assert tables == {"news", "events", "filter_values", "sentiment", "stories", "snapshot_info", "assets"}
         columns = {r[0] for r in con.execute(
             "SELECT column_name FROM information_schema.columns WHERE table_name = 'news'").fetchall()}
         assert "content_html" not in columns and "feed_url" not in columns  # only what the API serves

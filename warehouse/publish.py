@@ -15,6 +15,9 @@ warehouse). Layout of a snapshot:
   ``pos``; ``news`` carries each article's ``story_id`` and story summary, and ``story_first`` for the story's
   earliest article.
 - ``filter_values(kind, value)``: the lists behind ``newsSources``, ``newsTopics`` and ``tickers``.
+- ``assets``: the warehouse's ``crypto_assets`` (symbol, name, aliases, former symbols, day of the rename), so that
+  the API, which never reads the registry, can say that a ticker was renamed or that a name has a symbol
+  (``write_assets``; a snapshot without it, as an older cryptowire's, answers without those hints).
 - ``snapshot_info``: one row: ``tag`` (random, identifies this file), creation time, row counts, format.
 
 A snapshot is written under a ``.partial`` name, checkpointed and detached, renamed to its final name, and
@@ -204,6 +207,28 @@ FROM asset_sentiment
 ORDER BY ticker, grain, bucket_start
 """
 
+# What the API needs of the registry (``warehouse.trends.assets``): a ticker's former symbol and the day of the
+# rename (news before it is tagged with the former symbol), and the names a ticker is asked by by mistake.
+ASSETS_SQL = """
+CREATE TABLE {db}.assets AS
+SELECT symbol, name, coalesce(aliases, []::VARCHAR[]) AS aliases,
+       coalesce(former_symbols, []::VARCHAR[]) AS former_symbols, {renamed} AS renamed
+FROM crypto_assets
+ORDER BY symbol
+"""
+
+
+def write_assets(con: duckdb.DuckDBPyConnection, db: str) -> bool:
+    """Copy the warehouse's ``crypto_assets`` into the attached database ``db`` as ``assets`` (a few hundred rows);
+    False, and no table, when the warehouse has none."""
+    columns = {name for (name,) in con.execute(
+        "SELECT column_name FROM duckdb_columns() WHERE table_name = 'crypto_assets' "
+        "AND database_name = current_database() AND schema_name = current_schema()").fetchall()}
+    if not {"symbol", "name", "aliases", "former_symbols"} <= columns:
+        return False
+    con.execute(ASSETS_SQL.format(db=db, renamed="renamed" if "renamed" in columns else "NULL::DATE"))
+    return True
+
 
 def snapshot_name(now: datetime | None = None) -> str:
     """A new snapshot's file name; names sort in publication order."""
@@ -236,6 +261,7 @@ def publish_snapshot(con: duckdb.DuckDBPyConnection, snapshots_dir: Path, keep: 
         con.execute(f"CREATE UNIQUE INDEX events_created_at ON {alias}.events (created_at)")
         con.execute(FILTER_VALUES_SQL.format(db=alias))
         con.execute(SENTIMENT_SQL.format(db=alias))
+        write_assets(con, alias)
         con.execute(STORIES_SQL.format(db=alias))
         con.execute(f"CREATE UNIQUE INDEX stories_id ON {alias}.stories (id)")
         con.execute(

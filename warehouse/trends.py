@@ -13,17 +13,26 @@ holding ``since`` to the one holding ``until``; only buckets with at least one a
 
 Trending (``news`` table): the latest window is ``(anchor - window, anchor]``; the baseline is the
 ``BASELINE / window`` windows of the same length just before it (168 hours or 7 days), empty windows counting as
-0. An item trends when it has at least ``MIN_COUNT`` mentions in the latest window and more than its baseline mean;
-items are ranked by z-score ``(count - mean) / max(std, 1)`` (the floor keeps items never or rarely seen before
-from unbounded scores), then by count, then by name.
+0, but only the windows the snapshot has data for: those that start at or after its **oldest dated article**
+(time before the data began is not "no mention"). Below ``MIN_BASELINE`` such windows (a day of hours, two days)
+nothing is ranked. An item trends when it has at least ``MIN_COUNT`` mentions in the latest window and more than
+its baseline mean; items are ranked by z-score ``(count - mean) / max(std, 1)`` (the floor keeps items never or
+rarely seen before from unbounded scores), then by count, then by name. A baseline shorter than the full one comes
+with a note (``_notes``: messages for the answer's ``extensions.notes``).
+
+Renamed assets (``assets`` table, copied from the warehouse's ``crypto_assets`` at publish): tagging gives an
+article the symbol its asset had on the article's day (MATIC before 2024-09-04, POL since), and a ticker's series
+stays that ticker's. ``rename_hints`` says when a range reaches across a rename, and ``name_hint`` what symbol a
+name (``bitcoin``) stands for. A snapshot without the table (an older cryptowire's) gives no hints.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 import duckdb
@@ -36,6 +45,9 @@ MAX_BUCKETS = {"HOUR": 24 * 31, "DAY": 732, "WEEK": 262}  # 31 days of hours, 2 
 DEFAULT_BUCKETS = {"HOUR": 24 * 7, "DAY": 30, "WEEK": 26}  # without `since`: the last week, month, half-year
 WINDOWS = {"HOUR": timedelta(hours=1), "DAY": timedelta(days=1)}
 BASELINE = timedelta(days=7)
+# Baseline windows with data a ranking needs (a day of hours, two days): with less, a first burst of news would
+# rank everything it names. Fewer than the full baseline but at least these: ranked, with a note.
+MIN_BASELINE = {"HOUR": 24, "DAY": 2}
 MIN_COUNT = 3
 STD_FLOOR = 1.0
 _US = timedelta(microseconds=1)
@@ -195,6 +207,13 @@ def newest_dated(con: duckdb.DuckDBPyConnection, now: datetime | None = None) ->
     return con.execute(sql, {"cap": min(caps)} if caps else {}).fetchall()[0][0]
 
 
+def oldest_dated(con: duckdb.DuckDBPyConnection) -> datetime | None:
+    """Where the snapshot's data begins: its oldest article whose date is real (any article in snapshots that
+    cannot tell). Trending's baseline covers no time before it."""
+    dated = " WHERE NOT date_inferred" if has_column(con, "news", "date_inferred") else ""
+    return con.execute("SELECT min(published_at) FROM news" + dated).fetchall()[0][0]
+
+
 def known_ticker(con: duckdb.DuckDBPyConnection, ticker: str, facts: dict[str, Any] | None = None) -> bool:
     """Whether the snapshot lists ``ticker`` (``filter_values``, what the `tickers` field lists: every ticker of
     any article, dated or not, or event). ``facts``: the snapshot's memo (see ``snapshot_fact``)."""
@@ -202,6 +221,108 @@ def known_ticker(con: duckdb.DuckDBPyConnection, ticker: str, facts: dict[str, A
         str(v).upper() for (v,) in con.execute("SELECT value FROM filter_values WHERE kind = 'tickers'").fetchall()
     ))
     return ticker.strip().upper() in known
+
+
+@dataclass(frozen=True)
+class Asset:
+    """An asset as the snapshot's ``assets`` table has it. ``former``: the symbol tagging gives news dated before
+    ``renamed`` (the day the rename took effect, UTC); None for an asset never renamed (or of unknown date)."""
+
+    symbol: str
+    name: str
+    names: tuple[str, ...]  # the name and its aliases
+    former: str | None
+    renamed: date | None
+
+    @property
+    def renamed_at(self) -> datetime:
+        """The first instant under ``symbol`` (naive UTC); only for a renamed asset."""
+        assert self.renamed is not None
+        return datetime(self.renamed.year, self.renamed.month, self.renamed.day)
+
+
+def assets(con: duckdb.DuckDBPyConnection, facts: dict[str, Any] | None = None) -> dict[str, Asset]:
+    """The snapshot's assets by symbol (``warehouse.publish.write_assets``); empty for a snapshot without them."""
+
+    def read() -> dict[str, Asset]:
+        if not has_table(con, "assets"):
+            return {}
+        rows = con.execute("SELECT symbol, name, aliases, former_symbols, renamed FROM assets").fetchall()
+        return {
+            str(symbol).upper(): Asset(str(symbol).upper(), str(name), (str(name), *map(str, aliases or [])),
+                                       str(former[0]).upper() if former and renamed is not None else None, renamed)
+            for symbol, name, aliases, former, renamed in rows
+        }
+
+    return snapshot_fact(facts, "assets", read)
+
+
+def ask_api(ticker: str) -> str:
+    """How `assetSentiment` is asked about ``ticker`` (the command line words it its own way)."""
+    return f'ask assetSentiment(ticker: "{ticker}")'
+
+
+def rename_hints(con: duckdb.DuckDBPyConnection, ticker: str, start: datetime | None = None,
+                 end: datetime | None = None, facts: dict[str, Any] | None = None,
+                 ask: Callable[[str], str] = ask_api) -> list[str]:
+    """What to ask instead when ``ticker``'s asset was renamed and the range ``[start, end)`` (None: unbounded)
+    reaches across the rename: before it for the current symbol (news then is tagged with the former one), after
+    it for the former symbol. Only symbols the snapshot lists are suggested (asking another would be refused)."""
+    ticker = ticker.strip().upper()
+    found = assets(con, facts)
+    hints = []
+    mine = found.get(ticker)
+    for asset in found.values():
+        if asset.former is None or asset.renamed is None:
+            continue
+        at, day = asset.renamed_at, asset.renamed.isoformat()
+        if asset is mine and (start is None or start < at) and known_ticker(con, asset.former, facts):
+            hints.append(f"{ticker} was {asset.former} until {day}: news before then counts under {asset.former}; "
+                         f"{ask(asset.former)}")
+        if asset.former == ticker and (end is None or end > at) and known_ticker(con, asset.symbol, facts):
+            hints.append(f"{ticker} became {asset.symbol} on {day}: news from then on counts under {asset.symbol}; "
+                         f"{ask(asset.symbol)}")
+    return hints
+
+
+def series_hints(con: duckdb.DuckDBPyConnection, series: dict[str, Any], facts: dict[str, Any] | None = None,
+                 ask: Callable[[str], str] = ask_api) -> list[str]:
+    """``rename_hints`` for the range a ``sentiment_series`` answer covers (none when it has no range)."""
+    if series["since"] is None or series["until"] is None:
+        return []
+    start, end = (datetime.fromisoformat(series[k].rstrip("Z")) for k in ("since", "until"))
+    return rename_hints(con, series["ticker"], start, end, facts, ask)
+
+
+def unknown_ticker_hints(con: duckdb.DuckDBPyConnection, ticker: str, facts: dict[str, Any] | None = None,
+                         ask: Callable[[str], str] = ask_api) -> list[str]:
+    """For a ticker the snapshot does not list: the symbol it had before or after a rename, or the symbol of the
+    name it is, when the snapshot lists that one."""
+    hints = rename_hints(con, ticker, None, None, facts, ask)
+    named = name_hint(con, ticker, facts, ask)
+    return hints + ([named] if named is not None else [])
+
+
+def name_hint(con: duckdb.DuckDBPyConnection, text: str, facts: dict[str, Any] | None = None,
+              ask: Callable[[str], str] = ask_api) -> str | None:
+    """When ``text`` is not a symbol but an asset's name or alias (case-insensitive: ``bitcoin``), the symbol to
+    ask for instead (and the former one, for the news of before a rename), among those the snapshot lists."""
+    wanted = text.strip().lower()
+    found = assets(con, facts)
+    if wanted.upper() in found:
+        return None
+    hints = []
+    for asset in found.values():
+        if wanted not in (n.lower() for n in asset.names):
+            continue
+        symbols = [s for s in (asset.symbol, asset.former) if s is not None and known_ticker(con, s, facts)]
+        if not symbols:
+            continue
+        hint = f"{text.strip()!r} is {asset.name}'s name, not its symbol: {ask(symbols[0])}"
+        if len(symbols) > 1 and asset.renamed is not None:
+            hint += f" ({symbols[1]} for news before {asset.renamed.isoformat()})"
+        hints.append(hint)
+    return "; ".join(hints) or None
 
 
 def _bucket(start: datetime, step: timedelta, articles: int, pos: int, neu: int, neg: int, scored: int,
@@ -267,15 +388,31 @@ def _ranking(con: duckdb.DuckDBPyConnection, kind: str, window: str, facts: dict
     anchor = snapshot_fact(facts, "newest_dated", lambda: newest_dated(con))
     out: dict[str, Any] = {
         "window": window, "windowStart": None, "windowEnd": None, "baselineStart": None,
-        "baselineWindows": windows, "minCount": MIN_COUNT, "items": [],
+        "baselineWindows": 0, "minCount": MIN_COUNT, "items": [], "_notes": [],
     }
     if anchor is None:
         return out
+    # The baseline's windows that lie wholly in the data (at or after the oldest dated article): before it, a
+    # window's zero is no data, not no mention. Mentions in the window holding the oldest article are left out too.
+    oldest = snapshot_fact(facts, "oldest_dated", lambda: oldest_dated(con))
+    covered = windows if oldest is None else max(0, min(windows, (anchor - oldest) // step - 1))
+    start = anchor - step * (covered + 1)
     out["windowStart"], out["windowEnd"] = iso_ms(anchor - step), iso_ms(anchor)
-    out["baselineStart"] = iso_ms(anchor - step * (windows + 1))
+    out["baselineStart"], out["baselineWindows"] = iso_ms(start), covered
+    unit = "hour" if window == "HOUR" else "day"
+    if covered < windows and oldest is not None:
+        begins = f"the snapshot's dated news begins at {iso_ms(oldest)}"
+        if covered < MIN_BASELINE[window]:
+            out["_notes"].append(
+                f"{begins}: the baseline has {covered} of its {windows} {unit}s of data, and trending needs at "
+                f"least {MIN_BASELINE[window]}: nothing is ranked until then (`baselineWindows` says how many)")
+            return out
+        out["_notes"].append(
+            f"{begins}: the baseline has {covered} of its {windows} {unit}s of data (from `baselineStart`): the "
+            "figures rest on less history than usual")
     told_apart = snapshot_fact(facts, "news_date_inferred", lambda: has_column(con, "news", "date_inferred"))
     dated = "AND NOT date_inferred" if told_apart else ""
-    # k = 0 is the latest window (anchor - step, anchor]; k = 1 .. windows the baseline, newest first.
+    # k = 0 is the latest window (anchor - step, anchor]; k = 1 .. covered the baseline, newest first.
     rows = con.execute(
         f"""WITH m AS (
                 SELECT unnest({kind}) AS name, (epoch_us($anchor) - epoch_us(published_at)) // $step AS k
@@ -286,12 +423,12 @@ def _ranking(con: duckdb.DuckDBPyConnection, kind: str, window: str, facts: dict
                    coalesce(sum(n) FILTER (WHERE k > 0), 0) AS total,
                    coalesce(sum(n * n) FILTER (WHERE k > 0), 0) AS squares
             FROM per GROUP BY name HAVING c >= $min""",
-        {"anchor": anchor, "step": step // _US, "from": anchor - step * (windows + 1), "min": MIN_COUNT},
+        {"anchor": anchor, "step": step // _US, "from": start, "min": MIN_COUNT},
     ).fetchall()
     items = []
     for name, count, total, squares in rows:
-        mean = total / windows
-        std = math.sqrt(max(0.0, squares / windows - mean * mean))
+        mean = total / covered
+        std = math.sqrt(max(0.0, squares / covered - mean * mean))
         if count <= mean:
             continue
         z = (count - mean) / max(std, STD_FLOOR)

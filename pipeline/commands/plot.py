@@ -3,6 +3,7 @@ snapshot (readable while a run writes the warehouse), with the same buckets as t
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -55,9 +56,31 @@ def render_sentiment_chart(series: dict[str, Any], out: Path, width: float = 10.
         plt.close(fig)
 
 
+def score_line(buckets: list[dict[str, Any]]) -> tuple[list[datetime], list[float]]:
+    """The mean-score line's points: one per bucket with a mean score, at the bucket's start, and a gap (NaN,
+    where matplotlib breaks a line) wherever the next point's bucket does not follow at once: buckets with no
+    article are not listed, and no data is not a trend between the buckets around them."""
+    xs: list[datetime] = []
+    ys: list[float] = []
+    last_end: datetime | None = None
+    for b in buckets:
+        start = _utc(b["start"])
+        if b["meanScore"] is None:  # articles, none scored: no point, and no line across it either
+            last_end = None
+            continue
+        if xs and last_end != start:
+            xs.append(start)
+            ys.append(math.nan)
+        xs.append(start)
+        ys.append(float(b["meanScore"]))
+        last_end = _utc(b["end"])
+    return xs, ys
+
+
 def sentiment_figure(series: dict[str, Any], width: float = 10.0, height: float = 6.0, dpi: int = 100) -> Figure:
     """The chart of ``render_sentiment_chart``, not yet written (close it with ``plt.close``). Its x-axis spans
-    the series' whole range, ``since`` to ``until``, as the title says, not just the buckets that have data."""
+    the series' whole range, ``since`` to ``until``, as the title says, not just the buckets that have data; the
+    score line breaks where buckets are missing (``score_line``)."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only: never a display
@@ -70,10 +93,10 @@ def sentiment_figure(series: dict[str, Any], width: float = 10.0, height: float 
     fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(width, height), dpi=dpi,
                                       gridspec_kw={"height_ratios": [3, 2]})
     try:
-        scored = [(s, b["meanScore"]) for s, b in zip(starts, buckets, strict=True) if b["meanScore"] is not None]
+        xs, ys = score_line(buckets)
         top.axhline(0, color="#888", linewidth=0.8)
-        if scored:
-            top.plot([s for s, _ in scored], [m for _, m in scored], marker="o", markersize=3, color="#0072b2")
+        if xs:
+            top.plot(xs, ys, marker="o", markersize=3, color="#0072b2")
         top.set_ylim(-1.05, 1.05)
         top.set_ylabel("mean sentiment_score")
         interval = series["interval"].lower()
@@ -174,6 +197,11 @@ def _check_range(ctx: typer.Context, since: str, until: str, since_at: Instant, 
         raise typer.BadParameter(_range_advice(exc) if exc.problem else str(exc), ctx=ctx, param_hint=hint) from None
 
 
+def _ask_cli(ticker: str) -> str:
+    """How the command line is asked about ``ticker`` (``warehouse.trends`` hints name `assetSentiment` otherwise)."""
+    return f"plot it with `--ticker {ticker}`"
+
+
 def register(app: typer.Typer) -> None:
     @plot_app.command("sentiment")
     def sentiment(
@@ -204,6 +232,8 @@ def register(app: typer.Typer) -> None:
             known_ticker,
             newest_dated,
             sentiment_series,
+            series_hints,
+            unknown_ticker_hints,
         )
 
         # Read and checked already by the options' callbacks (a bad value exits 2 with the usage).
@@ -214,6 +244,11 @@ def register(app: typer.Typer) -> None:
             fail(f"--out {out}: name a .png, .svg or .pdf file (the chart is written in the format its suffix names)")
         require_out_dir(out, f"{ticker.lower()}{out.suffix}")
         settings = get_settings()
+        if not settings.home.is_dir():  # a wrong CRYPTOWIRE_HOME is likelier than a snapshot to repair
+            home = settings.home.absolute()
+            what = "is not a directory" if home.exists() else "does not exist"
+            fail(f"the data home {home} {what}: check CRYPTOWIRE_HOME (the directory `cryptowire materialize` "
+                 "wrote to), or run `cryptowire materialize` to create it and publish a snapshot")
         con, path = open_latest_snapshot(settings.snapshots_dir)
         try:
             if not has_table(con, "sentiment"):  # as `assetSentiment` refuses it: no bucket to plot, whatever the range
@@ -232,7 +267,10 @@ def register(app: typer.Typer) -> None:
                 series = sentiment_series(con, SentimentRequest(ticker, name, since_at, until_at), facts)
             except RangeError as exc:  # --since alone (see _check_range): the same advice as `assetSentiment`'s
                 fail(_range_advice(exc) if exc.problem else f"{exc} (here: --since, --until, --interval)")
-            known = bool(series["buckets"]) or known_ticker(con, ticker)
+            known = bool(series["buckets"]) or known_ticker(con, ticker, facts)
+            # A renamed asset's news is under the symbol it had then (MATIC before POL): said, never merged.
+            hints = series_hints(con, series, facts, _ask_cli) if known else unknown_ticker_hints(
+                con, ticker, facts, _ask_cli)
         except duckdb.Error as exc:
             if not file_damage(exc):
                 raise
@@ -243,8 +281,12 @@ def register(app: typer.Typer) -> None:
             listing = ("list the tickers with `cryptowire sql --snapshot \"SELECT ticker, sum(articles) FROM "
                        "sentiment WHERE grain = 'day' GROUP BY ALL ORDER BY 2 DESC\"`")
             if not known:  # as `assetSentiment` refuses it: most likely a typo, widening would not help
+                advice = "; ".join(hints) if hints else "check the symbol"
                 fail(f"no dated article mentions {series['ticker']}, nor does any undated one in the snapshot: "
-                     f"check the symbol, or {listing}")
+                     f"{advice}, or {listing}")
+        for hint in hints:
+            typer.echo(f"note: {hint}", err=True)
+        if not series["buckets"]:
             shown = f"from {series['since']} to {series['until']}" if series["since"] else "in the snapshot"
             fail(f"no dated article mentions {series['ticker']} {shown}: widen --since/--until, or {listing}")
         try:

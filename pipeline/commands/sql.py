@@ -101,7 +101,8 @@ def register(app: typer.Typer) -> None:
         snapshot: bool = typer.Option(
             False, "--snapshot", help="Query the latest serving snapshot instead of the warehouse; works while a "
             "materialization holds the warehouse. Its tables: news (the served articles, with story_id), events, "
-            "stories, sentiment (a copy of asset_sentiment), filter_values and snapshot_info."
+            "stories, sentiment (a copy of asset_sentiment), filter_values, snapshot_info and assets (a copy of "
+            "crypto_assets: symbols, names, renames)."
         ),
         as_json: bool = json_option(help="Print rows as a JSON list of objects: DECIMAL as a number, INTERVAL as seconds, "
             "BLOB as base64, dates, times, timestamps (ISO 8601) and UUIDs as strings, NaN and infinities as null."

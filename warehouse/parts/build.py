@@ -7,8 +7,9 @@
   part's filter values (sources, topics, tickers), and its warehouse rows' count and time sum per table, so a
   publish never opens reused parts; and the part file's size and SHA-256, so that a part damaged on disk (cut
   short, or overwritten in place) is never reused or served (``damage``).
-- the head part also holds the set-wide tables: ``filter_values`` (the union of every part's values) and
-  ``snapshot_info`` (tag, creation time, ``format`` = 3, total articles and events).
+- the head part also holds the set-wide tables: ``filter_values`` (the union of every part's values),
+  ``snapshot_info`` (tag, creation time, ``format`` = 3, total articles and events) and ``assets`` (the
+  registry's symbols, names and renames: ``warehouse.publish.write_assets``).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from warehouse.parts.changes import CHECKED, range_aggregates
 from warehouse.parts.contents import INDEXES, VALUES_SQL, part_sql
 from warehouse.parts.periods import EPOCH, Cuts, period_range
 from warehouse.parts.read import PAGED, SET_FORMAT, TABLES
-from warehouse.publish import ROW_GROUP_SIZE, fsync_path, unlink_quietly, write_atomically
+from warehouse.publish import ROW_GROUP_SIZE, fsync_path, unlink_quietly, write_assets, write_atomically
 from warehouse.published import PART_PREFIX, PART_SUFFIX, PARTIAL
 
 _US = timedelta(microseconds=1)
@@ -155,6 +156,7 @@ def build_part(
                 [head["tag"], head["created_at"], SET_FORMAT, head["articles"] + counts["news"],
                  head["events"] + counts["events"]],
             )
+            write_assets(con, alias)
         con.execute(
             f"""CREATE TABLE {alias}.part_info AS SELECT ?::VARCHAR AS period, ?::TIMESTAMP AS lo, ?::TIMESTAMP AS hi""",
             [period, lo, hi],

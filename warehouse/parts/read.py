@@ -2,7 +2,8 @@
 
 Readers (``open_set``) use one in-memory DuckDB connection that ATTACHes every part READ_ONLY and defines views
 ``news``, ``stories``, ``events`` (the parts' rows with ``pos`` shifted by the rows of the newer parts, so ``pos``
-is dense and global as in a single file), ``filter_values`` and ``snapshot_info``, and a table ``sentiment`` (an
+is dense and global as in a single file), ``filter_values``, ``snapshot_info`` and ``assets`` (when the head has
+it), and a table ``sentiment`` (an
 in-memory copy of the parts' buckets, sorted by ticker: 130,229 rows, 8 MB at 1M articles): every query written
 for a single file runs unchanged. The API's pages go to the parts directly (``Layout``: per table, each
 part's relation, offset, row count and boundary keys), so a page reads one part (two when it straddles periods).
@@ -121,6 +122,8 @@ def open_set(manifest_path: Path | str) -> tuple[duckdb.DuckDBPyConnection, Layo
                 layout[table] = segments
         con.execute("CREATE VIEW filter_values AS SELECT * FROM p0.filter_values")
         con.execute("CREATE VIEW snapshot_info AS SELECT * FROM p0.snapshot_info")
+        if con.execute("SELECT 1 FROM duckdb_tables() WHERE database_name = 'p0' AND table_name = 'assets'").fetchall():
+            con.execute("CREATE VIEW assets AS SELECT * FROM p0.assets")  # sets published before it lack it
     except BaseException:
         con.close()
         raise
