@@ -572,3 +572,13 @@ def test_the_asset_reads_each_articles_offset(data_home: Path, monkeypatch: pyte
     (date_,) = con.execute("SELECT date FROM prediction_events").fetchall()[0]
     con.close()
     assert date_ == day + timedelta(days=2, hours=-20)  # 05:00 the next day in Seoul: its tomorrow
+
+
+@pytest.mark.parametrize(("title", "issuer"), [
+    ("SEC Delays Decision on Northgate Capital's Spot Solana ETF to December 15", "Northgate Capital's spot"),
+    ("SEC Delays Decision On Acme Asset Management's Solana ETF to December 15", "Acme Asset Management's"),
+    ("SEC Delays Decision on Northgate's Spot Solana ETF to December 15", "Northgate's spot"),
+])
+def test_an_issuers_whole_name_is_kept(title: str, issuer: str) -> None:
+    (question,), _ = derive(title)  # "Capital's spot Solana ETF" named no issuer
+    assert question == f"Will the SEC approve {issuer} Solana ETF by December 15, 2026?"

@@ -193,13 +193,31 @@ _NOT_ISSUER = frozenset({"SEC", "The", "A", "U.S.", "US", "Spot", "Nasdaq", "NYS
 _FILER_VERB = re.compile(r"^(?P<issuer>[A-Z][\w-]+)\s+(?i:adds|amends|files|updates|submits|refiles|revises)\b")
 
 
+# A firm's name ends on one of these more often than not: "Northgate Capital's", "Acme Asset Management's".
+_FIRM_WORD = frozenset("Capital Management Asset Assets Investments Investment Partners Group Global Digital Advisors "
+                       "Funds Fund Securities Financial Holdings Labs Ventures Markets".split())
+
+
+_TITLE_CASE_SMALL = frozenset("on of for in to the a an and with by at from as about over into".split())
+
+
+def _firm_name(before: str, last: str) -> str:
+    """``last`` with the capitalised words of its firm's name before it, when ``last`` is a word firms end on."""
+    words = [last]
+    while (words[0] in _FIRM_WORD and (m := re.search(r"\b([A-Z][\w.&-]*)\s+$", before)) and len(words) < 4
+           and m.group(1).lower() not in _TITLE_CASE_SMALL):
+        words.insert(0, m.group(1))
+        before = before[: m.start()]
+    return " ".join(words) if words[0] not in _NOT_ISSUER else last
+
+
 def _issuer(unit: str, asset_mention: Mention) -> str | None:
     """Who files the fund, when the sentence says: "Northgate's spot Solana ETF", "the Northgate Solana Trust",
     a known issuer's name, or "Northgate Adds Staking to Solana ETF Proposal"."""
     head = unit[: asset_mention.start]
-    m = re.search(r"\b(?P<issuer>[A-Z][\w.-]*)'s?\s+(?:(?i:proposed|planned|spot)\s+)*$", head)
+    m = re.search(r"\b(?P<issuer>[A-Z][\w.-]*)(?:'|\u2019)s?\s+(?:(?i:proposed|planned|spot)\s+)*$", head)
     if m and m.group("issuer") not in _NOT_ISSUER:
-        return m.group("issuer")
+        return _firm_name(head[: m.start()], m.group("issuer"))
     m = re.search(r"\bthe\s+(?P<issuer>[A-Z][\w.-]+)\s+$", head)
     if m and m.group("issuer") not in _NOT_ISSUER:
         return m.group("issuer")
