@@ -582,3 +582,25 @@ def test_the_asset_reads_each_articles_offset(data_home: Path, monkeypatch: pyte
 def test_an_issuers_whole_name_is_kept(title: str, issuer: str) -> None:
     (question,), _ = derive(title)  # "Capital's spot Solana ETF" named no issuer
     assert question == f"Will the SEC approve {issuer} Solana ETF by December 15, 2026?"
+
+
+# A level 60-100x the reference price is a question only when the words tie it to the price (readers list meme
+# targets such as "$0.001 SHIB price"); an amount of money that far out stays a count (invented headlines).
+@pytest.mark.parametrize("title", ["Bitcoin Whale Moves $8 Million as Price Eyes New Highs",
+                                   "Bitcoin Miner Could See $9 Million Payday by Year-End",
+                                   "Ethereum Staker Could Earn $200,000 by Year-End",
+                                   "Cardano Developer Grant Could Reach $50 by Year-End"])
+def test_an_amount_far_out_not_tied_to_the_price_is_no_question(title: str) -> None:
+    events, refused = derive(title)
+    assert events == [], (title, refused)
+
+
+@pytest.mark.parametrize(("title", "question"), [
+    ("Pundit Sees $45 ADA Price by Year-End", "Will Cardano close above $45 on December 31, 2026?"),
+    ("Ethereum Price Could Rocket to $200,000, Says Analyst", "Will Ethereum close above $200,000 on October 31, 2026?"),
+    ("Solana Could Hit the $12,000 Mark by Year-End, Analysts Say",
+     "Will Solana close above $12,000 on December 31, 2026?"),
+])
+def test_a_far_forecast_tied_to_the_price_is_asked(title: str, question: str) -> None:
+    events, refused = derive(title)
+    assert events == [question], refused

@@ -258,7 +258,7 @@ def refusal(found: Found, published: datetime, reference: Reference, names: Mapp
     if found.kind == PRICE and found.threshold is not None:
         money = format_money(found.threshold)
         band = reference.band(found.ticker, published)
-        wide = reference.band(found.ticker, published, wide=True)
+        wide = reference.band(found.ticker, published, wide=True, priced=bool(found.detail.get("priced")))
         if band is not None and wide is not None:
             level = found.threshold
             owner = next((o for o in sorted(others) if (b := reference.band(o, published)) and b[0] <= level <= b[1]),

@@ -130,6 +130,11 @@ _UPSIDE_CUE = re.compile(
 )
 LEVEL = re.compile(r"^\s*(?:level\s+|mark\s+|area\s+|zone\s+)?(?P<level>support|resistance|floor|ceiling)\b", re.I)
 _BEARISH = re.compile(r"\b(?:bear(?:s|ish)?|downside|crash|correction|sell-off|selloff|short(?:s|ing)?)\b", re.I)
+# Words that tie a level to the asset's price ("push SOL price to $1,300", "$10 million for Bitcoin price", "the
+# coveted $500 mark"), not to an amount of money ("whale moves $8 million as price eyes highs").
+_PRICE_BEFORE = re.compile(r"\bprice\b[^.,;:!?$]{0,30}$", re.I)
+_PRICE_AFTER = re.compile(r"\s*(?:for\s+(?:the\s+)?(?:[A-Z][\w.]*\s+){1,2}price\b|(?:mark|level|milestone|price\s+target)\b)",
+                          re.I)
 # A target with no direction word is an upside one, unless bears set it, named next to its cue.
 _BEARS = re.compile(r"\b(?:bears?|bearish)\b", re.I)
 _AIM = re.compile(r"\b(?:aims?|aiming|targets?|targeting|eyes?|eyeing|sets?\s+sights)\b", re.I)  # not "hold $52K"
@@ -335,9 +340,11 @@ def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None
             if not neutral:
                 continue
             direction = None  # a level with no direction in the words: the asset's reference price decides (derive)
+        priced = nominal or bool(_PRICE_BEFORE.search(left[-40:]) or _PRICE_AFTER.match(right))
         return Found(
             kind=PRICE, ticker=asset, unit=unit, anchor=(amount.start, amount.end), comparator=direction,
-            threshold=amount.value, currency="USD", detail={"written": amount.text, "currency": amount.currency or ""},
+            threshold=amount.value, currency="USD",
+            detail={"written": amount.text, "currency": amount.currency or "", "priced": "1" if priced else ""},
         )
     return None
 

@@ -25,6 +25,10 @@ PRICE_BAND = (0.2, 10.0)
 # out to these multiples, unless another asset the article names has it within its own PRICE_BAND ("Ethereum lags
 # as Bitcoin eyes $100K" gives ETH no $100K question). Counts stay out: they are thousands of times off.
 FORECAST_BAND = (0.05, 60.0)
+# A forecast the words tie to the price itself ("$0.001 SHIB price", "push SOL price to $1,300", "$500 mark") may
+# lie out to this multiple: readers list such meme targets as questions (27 dev gold levels lay at 60-100x); an
+# amount not tied so ("whale moves $8 million", "staker could earn $200,000") stays within FORECAST_BAND.
+PRICED_FORECAST_MAX = 100.0
 LIVE_FOR = timedelta(days=365)
 # A level the words give no direction for is "above" when it is this far above the asset's reference price
 # (and "below" when as far below it); nearer, the table is too coarse to tell.
@@ -109,12 +113,16 @@ class Reference:
         around = [p for _, p in item.prices[i - 1:i + 1]]
         return min(around), max(around)
 
-    def band(self, ticker: str, when: datetime | date, wide: bool = False) -> tuple[float, float] | None:
-        """The levels that are a price of ``ticker`` at ``when`` (``wide``: as a forecast, ``FORECAST_BAND``)."""
+    def band(self, ticker: str, when: datetime | date, wide: bool = False, priced: bool = False,
+             ) -> tuple[float, float] | None:
+        """The levels that are a price of ``ticker`` at ``when`` (``wide``: as a forecast, ``FORECAST_BAND``, out to
+        ``PRICED_FORECAST_MAX`` when ``priced``: the words tie the level to the price)."""
         ref = self.price_at(ticker, when)
         if ref is None:
             return None
         lo, hi = FORECAST_BAND if wide else PRICE_BAND
+        if wide and priced:
+            hi = PRICED_FORECAST_MAX
         return ref * lo, ref * hi
 
     def trading_since(self, ticker: str) -> date | None:
