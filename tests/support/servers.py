@@ -62,6 +62,15 @@ def reachable_by_postgres(workdir: Path) -> None:
             os.chmod(parent, os.stat(parent).st_mode | 0o011)
 
 
+def _run(args: list[str], creds: dict, log: Path | None = None) -> None:
+    """Run a Postgres tool; a failure says what the tool printed (and the server's log), not only its exit code."""
+    done = subprocess.run(args, capture_output=True, text=True, **creds)
+    if done.returncode != 0:
+        tail = log.read_text(errors="replace")[-2000:] if log is not None and log.exists() else ""
+        raise RuntimeError(f"{Path(args[0]).name} exited {done.returncode}: {done.stderr.strip()[-2000:]}"
+                           f"{chr(10) + 'server log: ' + tail if tail else ''}")
+
+
 @contextmanager
 def postgres_server(workdir: Path) -> Iterator[str]:
     """A fresh Postgres cluster; yields its URL ``postgresql://postgres@127.0.0.1:PORT/postgres``."""
@@ -77,18 +86,14 @@ def postgres_server(workdir: Path) -> Iterator[str]:
         for p in (workdir, sockdir):
             os.chown(p, pw.pw_uid, pw.pw_gid)
         reachable_by_postgres(workdir)
-    subprocess.run(
-        [str(PG_BINDIR / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"],
-        check=True, capture_output=True, **creds,  # type: ignore[arg-type]
-    )
+    _run([str(PG_BINDIR / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"],
+         creds)
     port = free_port()
     log = workdir / "postgres.log"
     opts = f"-p {port} -k {sockdir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
     reachable_by_postgres(workdir)
-    subprocess.run(
-        [str(PG_BINDIR / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", opts, "-w", "-t", "60", "start"],
-        check=True, capture_output=True, **creds,  # type: ignore[arg-type]
-    )
+    _run([str(PG_BINDIR / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", opts, "-w", "-t", "60", "start"], creds,
+         log)
     try:
         yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
     finally:
