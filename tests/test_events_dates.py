@@ -195,3 +195,15 @@ def test_a_local_publication_time_counts_relative_phrases_from_its_own_calendar(
     # a time with its own zone counts from that zone's date: Thursday 17:30 in New York
     assert resolve_phrase("tomorrow at 9:00 a.m. ET", seoul) == datetime(2026, 11, 27, 14, 0)
     assert local_time(datetime(2026, 11, 26, 22, 30), None) == datetime(2026, 11, 26, 22, 30)
+
+
+def test_local_time_arithmetic_keeps_its_offset_and_hours_count_from_the_instant() -> None:
+    from datetime import timedelta
+
+    from pipeline.events.dates import instant, local_time
+
+    tuesday_evening = local_time(datetime(2025, 12, 10, 2, 0), -300)  # Tue 9 Dec 21:00 in New York
+    assert instant(tuesday_evening + timedelta(hours=1)) == datetime(2025, 12, 10, 3, 0)
+    assert instant(tuesday_evening.replace(minute=30)) == datetime(2025, 12, 10, 2, 30)
+    assert resolve_phrase("within 48 hours", tuesday_evening) == datetime(2025, 12, 12)
+    assert resolve_phrase("after a quiet New Year's Day", datetime(2026, 1, 3, 10)) is None  # the one just past

@@ -121,6 +121,12 @@ def test_a_change_is_stamped_after_every_earlier_change_even_if_the_clock_goes_b
     assert report.updated == 1
     (stamp,) = con.execute("SELECT updated_at FROM prediction_events WHERE source_article_id = 'a1'").fetchall()[0]
     assert stamp > seen
+    # A new event too: a poller that saw the edit must still see it.
+    newer = [*edited, article("a6", "Bitcoin Could Hit $150,000 by Year-End", datetime(2026, 11, 20, 8, 0))]
+    store_articles(con, newer)
+    assert merge_events(con, derive_events(newer, NAMES), NOW - timedelta(seconds=10)).inserted == 1
+    (added,) = con.execute("SELECT updated_at FROM prediction_events WHERE source_article_id = 'a6'").fetchall()[0]
+    assert added > stamp
 
 
 def test_edited_source_article_keeps_id_and_created_at(warehouse: Path) -> None:

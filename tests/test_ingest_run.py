@@ -342,8 +342,13 @@ def test_a_publishers_date_correction_alone_is_taken_but_not_a_fetch_time_stamp(
     local_server.routes["/a.xml"] = static(rss(item("Firedancer ships", link, pub=later.strftime(fmt))), RSS)
     report = ingest(con, feeds, settings)
     assert (article(con, link)["published_at"], report.updated) == (later, 1)
-    # ... but not one within hours of it: a feed that stamps every item with the request's time would move it
-    # every run.
+    # ... but not one after the item was first fetched (a cache's build time), nor one within hours of the fetch:
+    # a feed that stamps every item with the request's time would move it every run.
+    first_seen = later - timedelta(days=1)  # as if first fetched three days ago
+    con.execute("UPDATE raw_articles SET fetched_at = ? WHERE url = ?", [first_seen, link])
+    built = later + timedelta(hours=1)  # after the first fetch: no publication time
+    local_server.routes["/a.xml"] = static(rss(item("Firedancer ships", link, pub=built.strftime(fmt))), RSS)
+    assert ingest(con, feeds, settings).updated == 0 and article(con, link)["published_at"] == later
     stamped = datetime.now(UTC) - timedelta(minutes=30)
     local_server.routes["/a.xml"] = static(rss(item("Firedancer ships", link, pub=stamped.strftime(fmt))), RSS)
     report = ingest(con, feeds, settings)

@@ -308,17 +308,21 @@ FOUR_DAYS = ([("DOGE", ANCHOR - timedelta(days=4, hours=1))] * 3
 @pytest.fixture(scope="module", params=[False, True], ids=["single-file", "set"])
 def short(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     root = tmp_path_factory.mktemp("short")
-    homes = {"one": root / "one", "four": root / "four"}
+    homes = {"one": root / "one", "four": root / "four", "backlog": root / "backlog"}
     _build(homes["one"], ONE_DAY, parts=request.param, registry=False)
     _build(homes["four"], FOUR_DAYS, parts=request.param, registry=False)
+    # A new home's first fetch often brings a backlog item of weeks ago: the empty days between are no history.
+    _build(homes["backlog"], [*ONE_DAY, ("ETH", ANCHOR - timedelta(days=40))], parts=request.param, registry=False)
     with ApiServer(create_app(Settings(home=homes["one"], pdf_prewarm=False), access=StaticKeys([KEY]))) as one, \
-            ApiServer(create_app(Settings(home=homes["four"], pdf_prewarm=False), access=StaticKeys([KEY]))) as four:
-        yield {"one": one, "four": four, "homes": homes}
+            ApiServer(create_app(Settings(home=homes["four"], pdf_prewarm=False), access=StaticKeys([KEY]))) as four, \
+            ApiServer(create_app(Settings(home=homes["backlog"], pdf_prewarm=False),
+                                 access=StaticKeys([KEY]))) as backlog:
+        yield {"one": one, "four": four, "backlog": backlog, "homes": homes}
 
 
 def test_one_day_of_news_ranks_nothing(short: dict[str, Any]) -> None:
-    for window in ("DAY", "HOUR"):
-        got = ok(short["one"], TRENDING, {"w": window})
+    for window, home in (("DAY", "one"), ("HOUR", "one"), ("DAY", "backlog"), ("HOUR", "backlog")):
+        got = ok(short[home], TRENDING, {"w": window})
         tickers, topics = got["trendingTickers"], got["trendingTopics"]
         assert tickers["items"] == [] and topics["items"] == [], got  # BTC was ranked with zScore 5.0
         assert tickers["windowEnd"] == "2024-12-10T12:00:00.000Z"
@@ -329,7 +333,7 @@ def test_one_day_of_news_ranks_nothing(short: dict[str, Any]) -> None:
     got = _run(_snapshot(short["homes"]["one"]), TRENDING, {"w": "DAY"})
     assert [(n["code"], n["field"]) for n in got.notes] == [("SHORT_BASELINE", "Query.trendingTickers"),
                                                           ("SHORT_BASELINE", "Query.trendingTopics")]
-    assert ("the snapshot's dated news begins at 2024-12-09T16:00:00.000Z: the baseline has 0 of its 7 days of "
+    assert ("the snapshot's dated news runs without a day's gap from 2024-12-09T16:00:00.000Z: the baseline has 0 of its 7 days of "
             "data, and trending needs at least 2: nothing is ranked") in got.notes[0]["message"]
 
 

@@ -154,7 +154,9 @@ def merge_events(
                 )
             inserted = len(rows) - existing
             if inserted:
-                _insert_new(con, name, now)
+                _insert_new(con, name, now, stamp)
+            con.execute(f"UPDATE prediction_events SET derived_at = $now WHERE id IN (SELECT id FROM {name})",
+                        {"now": now})
             restored = withdrawn = stands = 0
             if complete:
                 restored, withdrawn, stands = _withdraw_and_restore(con, name, sources_name, now, stamp, refused)
@@ -190,7 +192,7 @@ def merge_events(
     )
 
 
-def _insert_new(con: duckdb.DuckDBPyConnection, name: str, now: datetime) -> None:
+def _insert_new(con: duckdb.DuckDBPyConnection, name: str, now: datetime, stamp: datetime) -> None:
     """Insert the candidates not stored yet; ``created_at`` runs ahead of the clock to stay unique and ordered."""
     columns = ", ".join(_CONTENT)
     con.execute(
@@ -199,7 +201,7 @@ def _insert_new(con: duckdb.DuckDBPyConnection, name: str, now: datetime) -> Non
         SELECT c.id, {", ".join(f"c.{col}" for col in _CONTENT)}, c.date,
                b.base + to_milliseconds(
                    row_number() OVER (ORDER BY c.source_published_at, c.source_article_id, c.id) - 1),
-               $now,
+               $stamp,
                CASE WHEN c.date > $now THEN 'open' ELSE 'closed' END
         FROM {name} c
         CROSS JOIN (
@@ -210,7 +212,7 @@ def _insert_new(con: duckdb.DuckDBPyConnection, name: str, now: datetime) -> Non
         ) b
         WHERE c.id NOT IN (SELECT id FROM prediction_events)
         """,
-        {"now": now},
+        {"now": now, "stamp": stamp},
     )
 
 
@@ -253,13 +255,15 @@ def _withdraw_and_restore(con: duckdb.DuckDBPyConnection, name: str, sources_nam
 def _standing(con: duckdb.DuckDBPyConnection, gone: list[str], now: datetime, explained: set[str]) -> set[str]:
     """Of the events no article derives now, those that stay as they are. A closed event: its market has closed,
     and what the news says since is its outcome. An open one whose source article changed (``raw_articles``'
-    ``updated_at``: its text, date or link) after the event last did, and that neither a check refused nor another
-    question replaced (``explained``): the article now reports rather than asks ("Solana tops $220", "... unlocks
-    40 million SUI ahead of schedule"); a question asked in good faith stands until it resolves."""
+    ``updated_at``: its text, date or link) after a derivation last produced the event (``derived_at``), and that
+    neither a check refused nor another question replaced (``explained``): the article now reports rather than asks
+    ("Solana tops $220", "... unlocks 40 million SUI ahead of schedule"); a question asked in good faith stands
+    until it resolves. An edit the event was derived again after (a fix to the body) does not count."""
     has_raw = _one(con, "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'raw_articles'")
     edited = """
         OR (NOT list_contains($explained::VARCHAR[], p.id) AND EXISTS (
-            SELECT 1 FROM raw_articles r WHERE r.id = p.source_article_id AND r.updated_at > p.updated_at))
+            SELECT 1 FROM raw_articles r WHERE r.id = p.source_article_id
+            AND r.updated_at > coalesce(p.derived_at, p.updated_at)))
     """ if has_raw else ""
     return {r[0] for r in con.execute(
         f"SELECT p.id FROM prediction_events p WHERE list_contains($gone::VARCHAR[], p.id) AND (p.date <= $now {edited})",

@@ -62,9 +62,9 @@ STATE_SCHEMA: dict[str, pl.DataType] = {
 
 # Columns an update may change. id, source_name, feed_url and fetched_at stay as first seen; a date we
 # inferred (fetch time) never replaces a real one, and a real one replaces an inferred one. A real date alone (the
-# text unchanged) is a publisher's correction when it is earlier, or later but still hours before the fetch; one
-# within hours of the fetch is not: some feeds stamp every item with the time of the request (or of any edit), and
-# their old news would come back as new at every run. Only the source that
+# text unchanged) is a publisher's correction when it is earlier, or later but still hours before the fetch and
+# before the item was first fetched; one within hours of the fetch is not: some feeds stamp every item with the
+# time of the request (or of any edit, or of a cache's build), and their old news would come back as new. Only the source that
 # first brought an article (its feed URL, or its name when the feed moved) updates it: a syndicated copy in
 # another feed, read while the first feed answered 304 or had dropped the item, would put its own date and text on
 # the original, and the row would flip between the two with every change of either feed.
@@ -76,7 +76,9 @@ STAMP_HOURS = 6  # a later date alone this close to the fetch may be the feed's 
 _CORRECTED_DATE = ("(NOT {stored}.date_inferred AND NOT {incoming}.date_inferred "
                       "AND {incoming}.published_at IS DISTINCT FROM {stored}.published_at "
                       "AND ({incoming}.published_at < {stored}.published_at "
-                      f"OR {{incoming}}.published_at < {{incoming}}.fetched_at - INTERVAL {STAMP_HOURS} HOUR))")
+                      f"OR ({{incoming}}.published_at < {{incoming}}.fetched_at - INTERVAL {STAMP_HOURS} HOUR "
+                      # a real publication time is never after we first saw the item (a cache's build time is)
+                      "AND {incoming}.published_at < {stored}.fetched_at)))")
 
 _MERGE_SQL = f"""
 INSERT INTO raw_articles ({", ".join(ARTICLE_COLUMNS)})

@@ -214,6 +214,24 @@ def oldest_dated(con: duckdb.DuckDBPyConnection) -> datetime | None:
     return con.execute("SELECT min(published_at) FROM news" + dated).fetchall()[0][0]
 
 
+def data_start(con: duckdb.DuckDBPyConnection, anchor: datetime) -> datetime | None:
+    """Where the snapshot's continuous data begins, looking back from ``anchor`` (its newest dated article): the
+    start of the oldest of the days before it that all hold a dated article, or the oldest dated article when every
+    day of the baseline does. One article of weeks ago in a new home's first fetch is no history: its days between
+    are empty, and trending must not read them as zero mentions."""
+    oldest = oldest_dated(con)
+    if oldest is None:
+        return None
+    dated = " AND NOT date_inferred" if has_column(con, "news", "date_inferred") else ""
+    days = {int(k) for (k,) in con.execute(
+        "SELECT DISTINCT (epoch_us($anchor) - epoch_us(published_at)) // $day FROM news "
+        f"WHERE published_at <= $anchor AND published_at > $anchor - INTERVAL 9 DAY{dated}",
+        {"anchor": anchor, "day": timedelta(days=1) // _US},
+    ).fetchall()}
+    gap = next(k for k in range(0, 10) if k not in days)
+    return oldest if gap >= 9 else max(oldest, anchor - timedelta(days=gap))
+
+
 def known_ticker(con: duckdb.DuckDBPyConnection, ticker: str, facts: dict[str, Any] | None = None) -> bool:
     """Whether the snapshot lists ``ticker`` (``filter_values``, what the `tickers` field lists: every ticker of
     any article, dated or not, or event). ``facts``: the snapshot's memo (see ``snapshot_fact``)."""
@@ -394,14 +412,14 @@ def _ranking(con: duckdb.DuckDBPyConnection, kind: str, window: str, facts: dict
         return out
     # The baseline's windows that lie wholly in the data (at or after the oldest dated article): before it, a
     # window's zero is no data, not no mention. Mentions in the window holding the oldest article are left out too.
-    oldest = snapshot_fact(facts, "oldest_dated", lambda: oldest_dated(con))
+    oldest = snapshot_fact(facts, "data_start", lambda: data_start(con, anchor))
     covered = windows if oldest is None else max(0, min(windows, (anchor - oldest) // step - 1))
     start = anchor - step * (covered + 1)
     out["windowStart"], out["windowEnd"] = iso_ms(anchor - step), iso_ms(anchor)
     out["baselineStart"], out["baselineWindows"] = iso_ms(start), covered
     unit = "hour" if window == "HOUR" else "day"
     if covered < windows and oldest is not None:
-        begins = f"the snapshot's dated news begins at {iso_ms(oldest)}"
+        begins = f"the snapshot's dated news runs without a day's gap from {iso_ms(oldest)}"
         if covered < MIN_BASELINE[window]:
             out["_notes"].append(
                 f"{begins}: the baseline has {covered} of its {windows} {unit}s of data, and trending needs at "

@@ -19,6 +19,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
+from typing import Any
 from zoneinfo import ZoneInfo
 
 PAST_WINDOW_DAYS = 60  # a yearless day this close before publication is a past reference, not next year's
@@ -56,15 +57,29 @@ class LocalTime(datetime):
 
     offset_minutes: int = 0
 
+    # Arithmetic and replace() on a datetime subclass return the subclass without its attributes: carry the offset.
+    def __add__(self, other: timedelta) -> LocalTime:  # type: ignore[override]
+        return _with_offset(super().__add__(other), self.offset_minutes)
+
+    def __sub__(self, other: Any) -> Any:
+        out = super().__sub__(other)
+        return _with_offset(out, self.offset_minutes) if isinstance(out, datetime) else out
+
+    def replace(self, *args: Any, **kwargs: Any) -> LocalTime:  # type: ignore[override]
+        return _with_offset(super().replace(*args, **kwargs), self.offset_minutes)
+
+
+def _with_offset(value: datetime, minutes: int) -> LocalTime:
+    out = LocalTime(value.year, value.month, value.day, value.hour, value.minute, value.second, value.microsecond)
+    out.offset_minutes = minutes
+    return out
+
 
 def local_time(utc: datetime, offset_minutes: int | None) -> datetime:
     """``utc`` (naive) as the publisher's clock read it, when the feed said its offset; else ``utc`` itself."""
     if not offset_minutes:
         return utc
-    wall = utc + timedelta(minutes=offset_minutes)
-    out = LocalTime(wall.year, wall.month, wall.day, wall.hour, wall.minute, wall.second, wall.microsecond)
-    out.offset_minutes = offset_minutes
-    return out
+    return _with_offset(utc + timedelta(minutes=offset_minutes), offset_minutes)
 
 
 def instant(published_at: datetime) -> datetime:
@@ -248,7 +263,7 @@ def _half(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
 
 
 def _year_end(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
-    offset = 1 if (m["which"] or "").lower() == "next" else 0
+    offset = 1 if (m["which"] or m["which2"] or "").lower() == "next" else 0
     return datetime(pub.year + offset, 12, 31), False
 
 
@@ -291,8 +306,8 @@ def _offset(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
     raw = m["n"].lower()
     n = int(raw) if raw.isdigit() else _NUMBER_WORDS[raw]
     unit = m["unit"].lower().rstrip("s")
-    if unit == "hour":  # "within 48 hours": the day that time falls on
-        return datetime.combine((pub + timedelta(hours=n)).date(), datetime.min.time()), False
+    if unit == "hour":  # "within 48 hours": the (UTC) day those hours end on
+        return datetime.combine((instant(pub) + timedelta(hours=n)).date(), datetime.min.time()), False
     start = datetime.combine(pub.date(), datetime.min.time())
     if unit == "day":
         return start + timedelta(days=n), False
@@ -330,7 +345,7 @@ def _thanksgiving(m: re.Match[str], pub: datetime) -> tuple[datetime | None, boo
 def _new_year(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
     if "eve" in m.group(0).lower():
         return _next_occurrence(12, 31, pub), False
-    return datetime(pub.year + 1, 1, 1), False
+    return _next_occurrence(1, 1, pub), False  # "after a quiet New Year's Day", on January 3: the one just past
 
 
 def _christmas(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
@@ -384,7 +399,7 @@ _RULES: list[tuple[re.Pattern[str], str, Callable[[re.Match[str], datetime], tup
     (_r(rf"\b(?P<mon>{_MON})(?![a-z])\s+{_YEAR}"), "month", _month),
     # year-end, end of the year, end of next year, year's end, EOY
     (_r(rf"\b{_I}(?:(?:the\s+)?end\s+of\s+(?:the\s+)?(?:(?P<which>this|next)\s+)?year|year[-\s]end"
-        rf"|(?:the\s+)?year(?:'|\u2019)?s\s+end|end[-\s]of[-\s]year|EOY)\b)"),
+        rf"|(?:the\s+)?(?:(?P<which2>this|next)\s+)?year(?:'|\u2019)?s\s+end|end[-\s]of[-\s]year|EOY)\b)"),
      "year", _year_end),
     # by / in / end of 2026
     (_r(rf"\b{_I}(?:by|in|during|through|until|till|for|(?:the\s+)?end\s+of)\s+){_YEAR}(?![-/]\d)"), "year",
@@ -419,6 +434,7 @@ _RULES: list[tuple[re.Pattern[str], str, Callable[[re.Match[str], datetime], tup
      "weekday", _weekday),
     # recognised, never a time after publication
     (_r(rf"\b{_I}today|tonight|yesterday|last\s+(?:week|month|year|quarter)"
-        rf"|by\s+(?:the\s+)?end\s+of\s+(?:the\s+)?(?:day|trading\s+day)|by\s+EOD)\b"), "past_or_now", _unresolvable),
+        rf"|by\s+(?:the\s+)?end\s+of\s+(?:the\s+)?(?:day|trading\s+day)(?!\s+(?:on|of)\s)|by\s+EOD)\b"),
+     "past_or_now", _unresolvable),
 ]
 

@@ -277,8 +277,9 @@ def refusal(found: Found, published: datetime, reference: Reference, names: Mapp
             if known and (found.comparator == "below" and level > known[1] * SETTLED_MARGIN
                           or found.comparator == "above" and level < known[0] / SETTLED_MARGIN):
                 near = format_money(known[0]) + (f" to {format_money(known[1])}" if known[1] != known[0] else "")
-                return (f"{found.ticker} traded near {near} around {day}: closing {found.comparator} {money} is all "
-                        "but certain, not a question (and a level that far off may be a count)")
+                return (f"{found.ticker} traded near {near} around {day} (reference prices from {known[2]}): closing "
+                        f"{found.comparator} {money} is all but certain, not a question (and a level that far off "
+                        "may be a count)")
         elif not found.detail.get("currency"):
             return (f"{found.detail.get('written', money)!r} has no currency and {found.ticker} has no reference "
                     "price to tell a price from a count")
@@ -330,9 +331,9 @@ def _resolution_time(found: Found, index: int, units: list[str], published: date
     one naming the same level, else one about the same asset's price when the level sits in the headline);
     else, for price levels only, the default (``dates.default_price_date``). A date that is not after
     publication: None."""
-    if found.kind == PRICE and _SOON.match(found.unit, found.anchor[1]):
-        return default_price_date(published)  # "Will THETA hit $1.5 soon?" under "Price Prediction 2023-2030:"
     hit = pick_date(found.unit, published, found.anchor, found.kind == PRICE, _OWN[found.kind])
+    if found.kind == PRICE and _SOON.match(found.unit, found.anchor[1]) and (hit is None or hit.start < found.anchor[0]):
+        return default_price_date(published)  # "Will THETA hit $1.5 soon?" under "Price Prediction 2023-2030:"
     if hit is not None:
         if hit.when is not None and hit.rule != "explicit" and found.kind != PRICE:
             return _exact_day(found, index, units, published, hit.when) or hit.when

@@ -137,6 +137,7 @@ _PRICE_AFTER = re.compile(r"\s*(?:for\s+(?:the\s+)?(?:[A-Z][\w.]*\s+){1,2}price\
                           re.I)
 # A target with no direction word is an upside one, unless bears set it, named next to its cue.
 _BEARS = re.compile(r"\b(?:bears?|bearish)\b", re.I)
+_CLAUSE_START = re.compile(r"[:;]|\sas\s", re.I)  # "Bears Trapped: Ethereum Bulls Aim for $5,000" is the bulls' aim
 _AIM = re.compile(r"\b(?:aims?|aiming|targets?|targeting|eyes?|eyeing|sets?\s+sights)\b", re.I)  # not "hold $52K"
 # "added 1% to reach $909", "jumped to hit $100K": an infinitive after a move that already happened.
 _TO_AFTER_MOVE = re.compile(
@@ -320,7 +321,8 @@ def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None
                 direction = "below" if level.group("level").lower() in ("support", "floor") else "above"
             elif target and _BEARISH.search(unit):
                 direction = "below"
-            elif _AIM.search(left[cue_start : amount.start]) and _BEARS.search(left[max(0, cue_start - 30) : amount.start]):
+            elif _AIM.search(left[cue_start : amount.start]) and _BEARS.search(
+                    _CLAUSE_START.split(left[max(0, cue_start - 30) : amount.start])[-1]):
                 direction = "below"  # "Bears Aim For $50", "Bearish Trend Targets $0.41"
             else:
                 ref = reference_price(context, amount)

@@ -35,8 +35,10 @@ LIVE_FOR = timedelta(days=365)
 DIRECTION_MARGIN = 1.25
 # "close below" a level this many times the reference price (or "above" one this far under it) is settled the
 # day it is asked: no market lists it, and such a "level" is more often a count ("active addresses could fall
-# below 800K"). Wide enough for a coarse table and a month of moves.
-SETTLED_MARGIN = 3.0
+# below 800K"). Wide enough for a coarse table and a month of moves (3x refused "ENA could drop below $0.85" in
+# August 2025, on the table's July price of $0.28).
+SETTLED_MARGIN = 4.0
+SETTLED_STALE = timedelta(days=365)  # a price older than this says nothing of what is settled (ENA tripled in 2025)
 # A reference price older than this no longer tells today's levels well (a band is 0.2x-10x of it): the price
 # asset says so when derivation has nothing newer for an asset (offline runs are normal, so it does not fail).
 STALE_AFTER = timedelta(days=90)
@@ -101,17 +103,20 @@ class Reference:
         i = bisect.bisect_right(item.prices, (day, float("inf")))
         return item.prices[max(i - 1, 0)][1]
 
-    def price_range(self, ticker: str, when: datetime | date) -> tuple[float, float] | None:
+    def price_range(self, ticker: str, when: datetime | date) -> tuple[float, float, date] | None:
         """The lowest and highest of the reference prices around ``when`` (the latest on or before it and the
-        next after it; after the table, the latest alone): where the price was known to lie. None for an article
-        older than the table, or an asset without prices: the table says nothing about that time."""
+        next after it; after the table, the latest alone), and the day of the latest: where the price was known to
+        lie. None for an article older than the table, long after it (``SETTLED_STALE``), or an asset without
+        prices: the table says nothing about that time."""
         item = self._facts.get(ticker)
         day = when.date() if isinstance(when, datetime) else when
         if item is None or not item.prices or day < item.prices[0][0]:
             return None
         i = bisect.bisect_right(item.prices, (day, float("inf")))
+        if day - item.prices[i - 1][0] > SETTLED_STALE:
+            return None  # the shipped table alone, long after its last price (offline): it knows no range now
         around = [p for _, p in item.prices[i - 1:i + 1]]
-        return min(around), max(around)
+        return min(around), max(around), item.prices[i - 1][0]
 
     def band(self, ticker: str, when: datetime | date, wide: bool = False, priced: bool = False,
              ) -> tuple[float, float] | None:

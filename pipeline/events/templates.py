@@ -87,7 +87,9 @@ _OTHER_DEADLINE = re.compile(
     re.I,
 )
 # A clause of its own after the question's object ("...; Convert STRK before December 5", "... — Users must ...").
-_CLAUSE_BREAK = re.compile(r";|\s[-\u2013\u2014]\s|\u2014|\s(?:as|while|amid|whereas)\s|,\s+(?:but|yet)\s", re.I)
+# ", but not until Q2 2027" / ", but only by 2028" restricts the question's own date: no break there.
+_CLAUSE_BREAK = re.compile(r";|\s[-\u2013\u2014]\s|\u2014|\s(?:as|while|amid|whereas)\s"
+                           r"|,\s+(?:but|yet)\s(?!(?:not|only)\s+(?:until|before|by|in|after)\b)", re.I)
 
 
 def foreign_deadline(unit: str, hit: DateHit) -> bool:
@@ -158,7 +160,9 @@ def pick_date(unit: str, published_at: datetime, anchor: tuple[int, int], price:
     hits = [h for h in hits if not (re.search(r"[?!]", unit[anchor[1] : h.start]) if h.start >= anchor[1]
                                     else re.search(r"[?!]|\s-\s", unit[h.end : anchor[0]]))]
     if own is not None:  # a date in a later clause is the object's only when that clause names it again
-        hits = [h for h in hits if h.start < anchor[1] or not (brk := list(_CLAUSE_BREAK.finditer(unit, anchor[1], h.start)))
+        # (no endpos: a break's lookahead reads past the date's start, ", but only by 2028")
+        hits = [h for h in hits if h.start < anchor[1] or not (brk := [
+                    b for b in _CLAUSE_BREAK.finditer(unit, anchor[1]) if b.end() <= h.start])
                 or own.search(unit, brk[-1].end(), h.start)]
     after = [h for h in hits if h.start >= anchor[1]]
     if after:
