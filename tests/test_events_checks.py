@@ -169,8 +169,8 @@ def test_a_local_time_is_read_in_its_zone_and_asked_in_utc() -> None:
 # Left by the blind tester of 2026-11-27 (invented headlines): a level settled the day it is asked, often a count
 # in the price band; a long-live asset's own chain "launching"; a local time after "tomorrow" or a weekday.
 SETTLED = [
-    "Ethereum Active Wallets Could Slide Below 12,000 This Month",
-    "Solana Validator Count Could Drop Below 1,500 by Year-End",
+    "Ethereum Could Slide Below 12,000 This Month",
+    "Solana Could Drop Below 1,500 by Year-End",
     "Bitcoin Could Close Above $25,000 by Year-End, Bulls Say",
 ]
 # Prices of the articles' time, as the `asset_reference_prices` asset fetches them online (the shipped table's
@@ -621,7 +621,9 @@ def test_a_far_forecast_tied_to_the_price_is_asked(title: str, question: str) ->
     ("Coinbase Will List Cardano by the End of the Day on Friday",
      "Will Coinbase list Cardano (ADA) for trading by October 9, 2026?"),
     ("Bears Trapped: Ethereum Bulls Aim for $5,000", "Will Ethereum close above $5,000 on October 31, 2026?"),
-    ("Polkadot Could Hit $9 Soon, Analyst Says by December", "Will Polkadot close above $9 on December 31, 2026?"),
+    # "soon" no longer overrides a later date, but a date behind "Analyst Says" is the analyst's
+    ("Polkadot Could Hit $9 Soon, Analyst Says by December", "Will Polkadot close above $9 on October 31, 2026?"),
+    ("Polkadot Could Hit $9 Soon and by December", "Will Polkadot close above $9 on December 31, 2026?"),
 ])
 def test_the_days_new_rules_leave_these_as_they_were(title: str, question: str) -> None:
     events, refused = derive(title)
@@ -636,3 +638,65 @@ def test_a_settled_level_is_judged_only_on_a_price_of_its_time() -> None:
     assert [e.event_title for e in derive_events([late], names)] == ["Will Ethena close below $0.85 on November 30, 2026?"]
     fresh = default_reference().with_prices([("ENA", date(2026, 11, 1), 0.15)])
     assert derive_events([late], names, reference=fresh) == []  # $0.85 over a $0.15 price is settled
+
+
+# A blind tester's third round (2026-11-27 afternoon; only docs/events.md read): 256 invented traps gave 94
+# questions, 47 absurd and 19 misdated. These are other invented headlines of each class it found.
+CALLED_OFF = [
+    "Bitstamp Cancels Plan to List Cardano on December 6",
+    "OKX Rules Out Listing Dogecoin Futures Rival on December 2",
+    "Avalanche Octane Upgrade Won't Ship by December 10 After All",
+    "Why Cardano Isn't Going to $5 by Year-End",
+    "Solana Already Hit the $250 Target Analysts Set for December",
+    "SEC No Longer Expected to Rule on Spot Dogecoin ETF by December 18",
+]
+COUNT_SUBJECTS = [
+    "Ethereum Validator Exits Could Climb to 3,000 Next Month",
+    "Bitcoin Lightning Nodes Eye 15,000 by December",
+    "Cardano Governance Proposals Could Top 400 by Year-End",  # below the band too, but a count either way
+    "Solana Developer Bounties Could Hit $200 Per Bug This Month",
+    "Bitcoin Mining Cost Could Climb to $95,000 Next Year",
+]
+NOT_NAMES = [
+    "Tezos Long-Awaited Upgrade Lands December 9",
+    "Cardano Critical Upgrade Expected by December 4",
+    "Polygon Foundation to Launch Survey of Validators Next Week",
+    "Avalanche Community to Launch Hackathon on December 5",
+]
+NOT_THE_ASSET_LISTED = [
+    "Kraken to List Tokenized Tesla Shares on Ethereum Next Week",
+    "Gemini to List Solana Layer-2 Token on December 5",
+    "Coinbase to List Cardano Pairs Against EUR on December 2",
+]
+MEETINGS = [
+    "Polkadot's Elastic Upgrade Gets Core Dev Review on December 11",
+    "Cardano Leios Hard Fork to Be Discussed at December 3 Community Call",
+]
+
+
+@pytest.mark.parametrize("title", CALLED_OFF + COUNT_SUBJECTS + NOT_NAMES + NOT_THE_ASSET_LISTED + MEETINGS)
+def test_the_blind_testers_third_round_classes_give_no_question(title: str) -> None:
+    events, refused = derive(title)
+    assert events == [], (title, refused)
+
+
+@pytest.mark.parametrize("title", [
+    "Ethereum Could Hit $5,000 Ahead of Fed Decision on December 16",
+    "Cardano Could Rally to $1.50, Analyst Says in December 8 Interview",
+    "XRP Could Reach $4 Once Ripple Files Its Report on December 28",
+    "Solana Eyes $300 With Conference Tickets on Sale Until December 6",
+])
+def test_a_date_behind_another_events_words_is_not_the_levels(title: str) -> None:
+    (question,), _ = derive(title)
+    assert question.endswith("on October 31, 2026?"), question  # the default: the article gives the level no date
+
+
+@pytest.mark.parametrize(("title", "question"), [
+    ("IOG Postpones Cardano Chang Hard Fork to December 20",
+     "Will the Cardano Chang hard fork go live on mainnet by December 20, 2026?"),
+    ("Bitcoin Could Hit $150,000 by Year-End, Analyst Says", "Will Bitcoin close above $150,000 on December 31, 2026?"),
+    ("Coinbase Will List Cardano (ADA) on December 4", "Will Coinbase list Cardano (ADA) for trading by December 4, 2026?"),
+])
+def test_the_third_rounds_rules_leave_these_alone(title: str, question: str) -> None:
+    events, refused = derive(title)
+    assert events == [question], refused

@@ -63,7 +63,6 @@ FRIDAY = datetime(2025, 12, 12, 15, 41)  # Friday, December 12, 2025, 15:41 UTC
         ("within 30 days", datetime(2026, 1, 11)),
         ("in 3 months", datetime(2026, 3, 12)),
         ("by Christmas", datetime(2025, 12, 25)),
-        ("by Thanksgiving", datetime(2026, 11, 26)),  # last year's (November 27, 2025) has passed
         ("by New Year's Eve", datetime(2025, 12, 31)),
         ("on New Year's Day", datetime(2026, 1, 1)),
         ("within 48 hours", datetime(2025, 12, 14)),  # 15:41 on Sunday
@@ -89,6 +88,7 @@ def test_phrase_resolves(phrase: str, expected: datetime) -> None:
         "by the end of 2024",
         "February 30",
         "in 6 hours",  # still the publication day, which a question cannot be about
+        "by Thanksgiving",  # November 27, 2025 passed 15 days before: a past reference, as any yearless day
         "by end of day",
         "by the end of the trading day",
     ],

@@ -333,13 +333,22 @@ def _weekday(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
 
 
 def _thanksgiving(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
-    """US Thanksgiving, the fourth Thursday of November, this year's if still ahead."""
-    for year in (pub.year, pub.year + 1):
+    """US Thanksgiving, the fourth Thursday of November: this year's if still ahead; none if it just passed (a
+    past reference, as for any yearless day), else next year's."""
+    def day_of(year: int) -> datetime:
         first = datetime(year, 11, 1)
-        day = first + timedelta(days=(3 - first.weekday()) % 7 + 21)
-        if day.date() > pub.date():
-            return day, False
-    return None, False
+        return first + timedelta(days=(3 - first.weekday()) % 7 + 21)
+
+    this_year = day_of(pub.year)
+    if this_year > pub:
+        return this_year, False
+    if pub - this_year <= timedelta(days=PAST_WINDOW_DAYS):
+        return None, False
+    return day_of(pub.year + 1), False
+
+
+def _halloween(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
+    return _next_occurrence(10, 31, pub), False
 
 
 def _new_year(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
@@ -378,6 +387,7 @@ _RULES: list[tuple[re.Pattern[str], str, Callable[[re.Match[str], datetime], tup
     # Christmas (Day), Thanksgiving, New Year's (Eve / Day)
     (_r(rf"\b{_I}christmas(?:\s+day)?)\b"), "christmas", _christmas),
     (_r(rf"\b{_I}thanksgiving(?:\s+day)?)\b"), "holiday", _thanksgiving),
+    (_r(rf"\b{_I}halloween)\b"), "holiday", _halloween),
     (_r(rf"\b{_I}new\s+year(?:'|\u2019)?s(?:\s+(?P<eve>eve|day))?)\b(?!\s+(?:resolution|rally|party))"), "holiday",
      _new_year),
     # Q1 / Q1 2026 / the first quarter of 2026 / end of Q3

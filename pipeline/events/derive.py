@@ -162,6 +162,8 @@ def derive_article(
             if found is None or (found.ticker not in tickers
                                  and not (found.kind == UPGRADE and found.ticker in named_apps)):
                 continue
+            if _called_off(found):
+                continue  # off, denied or done: no question to ask
             if found.kind == PRICE and found.comparator is None:
                 direction = direction_by_reference(found, published, reference)
                 if direction is None:
@@ -220,6 +222,8 @@ def viable_candidates(units: list[str], mentions: list[list[Mention]], tickers: 
     (``refusal``) and have a resolution date (counted from ``local``, the publisher's clock, when given)."""
     out = []
     for cand in candidates(units, mentions, tickers, published, reference) if found is None else found:
+        if _called_off(cand.found):
+            continue
         if refusal(cand.found, published, reference, names, tickers - {cand.found.ticker}) is not None:
             continue
         when = _resolution_date(cand.found, cand.index, units, local or published, mentions)
@@ -255,6 +259,9 @@ def refusal(found: Found, published: datetime, reference: Reference, names: Mapp
         return (f"{format_money(found.threshold)} is not a plausible {found.ticker} price on {day}: a stablecoin "
                 f"trades near $1, so a level must lie between {format_money(STABLE_BAND[0])} and "
                 f"{format_money(STABLE_BAND[1])}")
+    if found.kind == PRICE and found.threshold is not None and _not_its_price(found, name):
+        return (f"{found.detail.get('written', format_money(found.threshold))!r} is said of something of {name}'s "
+                "other than its price (a count, a cost, an amount per something): not a price level")
     if found.kind == PRICE and found.threshold is not None:
         money = format_money(found.threshold)
         band = reference.band(found.ticker, published)
@@ -298,6 +305,45 @@ def refusal(found: Found, published: datetime, reference: Reference, names: Mapp
     return None
 
 
+# Words that may stand between an asset's name and a level it is said to reach: the asset itself, its price, the
+# verbs and particles of a move. Any other word makes the level the thing it names ("Solana Validator Count Could
+# Climb to 1,400", "Ethereum Blob Count Could Rise to 6,000"): checked for levels written without a currency.
+_MOVE_WORDS = frozenset("""
+    's price prices token tokens coin coins bulls bears value could may might will would can set poised likely
+    expected seen to eyes eye eyeing eying targets target targeting aims aim aiming for at hit hits reach reaches top
+    tops climb climbs rise rises fall falls drop drops slide slides slip slips surge surges rally rallies soar soars
+    jump jumps sink sinks dip dips break breaks breaking test tests retest retests above below under over past beyond
+    toward towards back again new fresh next is are be headed heading march marches race races push pushes run
+    runs move moves crash crashes plunge plunges tumble tumbles spike spikes explode explodes pump pumps now finally
+    just still already soon then and or as key major critical psychological level levels mark support resistance
+    the a an its of in on this year month week by
+""".split())
+# Money that is not the asset's price, named between the asset and the amount ("Bitcoin Production Cost Could Rise
+# to $90,000", "Litecoin Foundation Fundraiser Could Hit $150"), or an amount per something ("$3 airdrop per wallet").
+_NOT_PRICE_NOUN = re.compile(
+    r"\b(?:costs?|fees?|fundrais\w*|donations?|airdrops?|salar\w*|fines?|penalt\w*|bount\w*|grants?|rewards?|payouts?"
+    r"|valuation|revenues?|income|profits?|earnings|dividends?|budgets?|settlements?|raises?|funding)\b", re.I)
+_PER = re.compile(r"\s*(?:[\w-]+\s+){0,2}per\s+(?!coin\b|token\b)", re.I)
+
+
+def _not_its_price(found: Found, name: str) -> bool:
+    """Whether the words around a level say it is something of the asset's other than its price."""
+    unit, (start, end) = found.unit, found.anchor
+    if _PER.match(unit, end):
+        return True
+    names = [n for n in {name, found.ticker} if n]
+    hits = [m.end() for n in names for m in re.finditer(rf"(?<![\w$]){re.escape(n)}(?![\w])", unit[:start], re.I)]
+    if not hits:
+        return False
+    between = unit[max(hits) : start]
+    if _NOT_PRICE_NOUN.search(between):
+        return True
+    if found.detail.get("currency"):
+        return False
+    words = re.findall(r"[A-Za-z][A-Za-z'\u2019]*", between.replace("\u2019", "'"))
+    return any(w.lower() not in _MOVE_WORDS and len(w) > 2 for w in words)
+
+
 def _own_network(subject: str, name: str) -> bool:
     """Whether a product name is the asset's own chain ("Cardano Mainnet", "Litecoin Network", "Solana", and the
     chains it has run on from the start: "Avalanche C-Chain", "Polkadot Relay Chain", "Ethereum Beacon Chain")."""
@@ -307,6 +353,29 @@ def _own_network(subject: str, name: str) -> bool:
     return re.fullmatch(
         r"(?:(?:main)?net(?:work)?|chain|blockchain|mainnet|ledger|[a-z]-chain|(?:relay|beacon)\s+chain)?",
         rest, re.I) is not None
+
+
+# What the headline says is off, denied or done already: "Kraken Cancels Plan to List ...", "Issuer Pulls ...
+# ETF", "Won't Ship by December 9", "Isn't Going to $10", "Already Hit the $110K Target", "Went Live Yesterday".
+_CALLED_OFF = re.compile(
+    r"\b(?:cancel(?:s|ed|led|ling)?|call(?:s|ed)?\s+off|halt(?:s|ed)?\s+(?:plans?|its|the)|scrap(?:s|ped)?"
+    r"|shelve[sd]?|abandon(?:s|ed)?|rules?\s+out|ruled\s+out|pull(?:s|ed)\s+(?:its|the|plans?)"
+    r"|postpone[sd]?(?![^,;:]*\b(?:to|until|till)\s)"  # "postpones launch to September 1" is a new date
+    r"|(?:issuer|firm|company|exchange)\s+pulls|withdraw(?:s|n)?\s+(?:its|the)\s+(?:plan|filing|application|proposal)"
+    r"|no\s+longer\s+(?:expected|planned|set|scheduled|on\s+track)|won'?t|will\s+not|isn'?t\s+going|is\s+not\s+"
+    r"(?:expected|going|set|likely)|not\s+expected\s+to|unlikely\s+to|already\s+(?:hit|reached|topped|passed|"
+    r"surpassed|broke|crossed|launched|live|listed|approved|unlocked)|went\s+live|delayed\s+from|denies|denied"
+    r"|debunk\w*|fake\s+news)\b", re.I)
+_CLAUSE_EDGE = re.compile(r"[,;:]|\s[-\u2013\u2014]\s|\u2014")
+
+
+def _called_off(found: Found) -> bool:
+    """Whether the clause that holds the question's object says it is off, denied or done (``_CALLED_OFF``);
+    another clause's "rules out a bitcoin reserve" says nothing of an ether target."""
+    unit, (start, end) = found.unit, found.anchor
+    left = max((m.end() for m in _CLAUSE_EDGE.finditer(unit, 0, start)), default=0)
+    right = next((m.start() for m in _CLAUSE_EDGE.finditer(unit, end)), len(unit))
+    return _CALLED_OFF.search(unit, left, right) is not None
 
 
 # "... hit $1.5 soon?": the level's own horizon is near, whatever dates the rest of the headline names.

@@ -81,6 +81,10 @@ _OTHER_DEADLINE = re.compile(
     # what people are told to do by a date: "users must verify by", "stakers have until", "holders should move"
     # a vote's or poll's own close ("Protocol 25 upgrade vote ends December 3"): the vote's date, not the upgrade's
     r"|(?:vote|voting|poll|ballot|proposal)s?\s+(?:\w+\s+)?(?:ends?|closes?|concludes?|wraps?|deadline)"
+    # a meeting about the object: "Gets Core Dev Review on", "to Be Discussed at December 3 Community Call",
+    # "Date to Be Set at December 4 All Core Devs Meeting", "Gets Go/No-Go Call on"
+    r"|reviews?|discuss\w*|go/no-go|to\s+be\s+(?:set|decided|announced|confirmed)|(?:community|dev|devs|developer"
+    r"|core|governance|town[\s-]hall)\s+(?:call|meeting)"
     r"|(?:users|holders|investors|stakers|validators|operators|customers|traders|delegators|miners|participants"
     r"|members|owners|everyone|you)\s+(?:\w+\s+){0,2}?(?:must|should|need\s+to|have\s+until|(?:are\s+)?(?:told|urged"
     r"|asked|required|reminded)\s+to))\b",
@@ -140,6 +144,14 @@ def owned_by_other(unit: str, hit: DateHit, price: bool | None) -> bool:
     return bool(_PRICE_MOVE_BEFORE.search(unit[max(0, hit.start - 40) : hit.start]))
 
 
+# Words that open another event's clause between a price level and a date: "$4,000 Ahead of Fed Decision on
+# December 16", "$5,000, Analyst Says in December 3 Interview", "$0.50 After Elon Musk's December 4 Appearance",
+# "$1.50 With Hard Fork Slated for December 8", "$6,000 Provided ETF Inflows Return by December": their date.
+_OTHER_EVENT_BETWEEN = re.compile(
+    r"\b(?:ahead\s+of|after|once|when|with|while|amid|as(?!\s+soon\s+as|\s+early\s+as)|says?|said|whose|provided"
+    r"|if|unless|following|during|despite|thanks\s+to|because|since|before\s+[A-Z][\w.]*(?:'s|\u2019s))\b", re.I)
+
+
 def pick_date(unit: str, published_at: datetime, anchor: tuple[int, int], price: bool | None = None,
               own: re.Pattern[str] | None = None) -> DateHit | None:
     """The date phrase that belongs to the question: the nearest one after its object, else the nearest
@@ -165,6 +177,8 @@ def pick_date(unit: str, published_at: datetime, anchor: tuple[int, int], price:
                     b for b in _CLAUSE_BREAK.finditer(unit, anchor[1]) if b.end() <= h.start])
                 or own.search(unit, brk[-1].end(), h.start)]
     after = [h for h in hits if h.start >= anchor[1]]
+    if price:  # a level's own date follows it closely; one behind other words is theirs ("... as Fed meets on ...")
+        after = [h for h in after if not _OTHER_EVENT_BETWEEN.search(unit, anchor[1], h.start)]
     if after:
         return min(after, key=lambda h: h.start)
     before = [h for h in hits if h.end <= anchor[0]]
@@ -280,7 +294,15 @@ _TRADING_SET = re.compile(
 _ASSET_TO_LIST = re.compile(r"^\s*(?:to|will|set\s+to)\s+(?:be\s+listed|get\s+listed|list|debut|launch|go\s+live|"
                             r"begin\s+trading|start\s+trading)\s+on\s+$", re.I)
 _NOT_SPOT = re.compile(r"^\W*(?:\w+\W+){0,2}?(?:futures|perps?|perpetuals?|options|margin|ETFs?|staking|lending|"
-                       r"earn|launchpool|launchpad|loans?|contracts?|treasury|reserves?|balance)\b", re.I)
+                       r"earn|launchpool|launchpad|loans?|contracts?|treasury|reserves?|balance|"
+                       # something of the asset's, not the asset: "Bitcoin Miner Stock MARA", "Ethereum Layer-2
+                       # Token", "Bitcoin Cash Pairs Against USDT", "Solana-Based Memecoin BONK"
+                       r"stocks?|shares?|equit\w*|miners?|pairs?|layer-?2s?|L2s?|rollups?|based|memecoins?|ecosystem)\b",
+                       re.I)
+# Between "to list" and the asset only words for the asset itself: "Coinbase to List Tokenized Apple Shares on
+# Solana" lists no SOL.
+_LISTED_DIRECTLY = re.compile(r"\W*(?:(?:the|its|native|new|spot|token|tokens|coin|coins|crypto|cryptocurrency)\W+)*$",
+                              re.I)
 
 
 def find_listing(unit: str, mentions: list[Mention]) -> Found | None:
@@ -302,6 +324,9 @@ def find_listing(unit: str, mentions: list[Mention]) -> Found | None:
         return None
     listed = candidates[0]
     if _NOT_SPOT.match(unit[listed.end :]):
+        return None
+    if not asset_first and forward and listed.start >= forward.end() and not _LISTED_DIRECTLY.match(
+            unit[forward.end() : listed.start]):
         return None
     tickers = {m.ticker for m in candidates if m.ticker not in ("USDT", "USDC") and m.start - listed.end < 12}
     if len(tickers) > 1 or re.match(r"^\s*(?:\([A-Z0-9]+\)\s*)?(?:,|and|&)\s", unit[listed.end :]):
@@ -406,7 +431,14 @@ HEADLINE_VERBS = frozenset(
     must to set slated due eyed planned expected launch roll unveil deploy ship activate introduce""".split()
 )
 _GENERIC = frozenset("network protocol chain mainnet layer blockchain amendment update patch feature release version "
-                     "proposal improvement fix next-gen next-generation".split())
+                     "proposal improvement fix next-gen next-generation".split()
+                    # what a headline says of an upgrade, never its name: "Algorand Greenlit Upgrade Goes Live"
+                    + """surprise greenlit emergency mandatory historic controversial major massive big key crucial
+                    critical upcoming planned scheduled latest final awaited anticipated delayed hyped landmark pivotal
+                    ambitious groundbreaking game-changing important significant secret quiet special sweeping long
+                    much highly long-awaited much-anticipated highly-anticipated""".split())
+# An adjective written with a hyphen ("Much-Hyped", "Long-Delayed", "Long-Awaited") is a description too.
+_HYPHENATED_ADJECTIVE = re.compile(r"[a-z]+-[a-z]+(?:ed|ing)", re.I)
 _MONTH_WORDS = frozenset(
     "january february march april may june july august september october november december jan feb mar apr jun "
     "jul aug sep sept oct nov dec q1 q2 q3 q4".split()
@@ -524,8 +556,9 @@ def is_noun_phrase(name: str) -> bool:
     if not words:
         return False
     lowered = [w.lower().strip(".") for w in words]
-    if any(w in HEADLINE_VERBS or w in _PARTICLES for w in lowered) or all(w in _GENERIC for w in lowered):
-        return False  # ... or only generic words: "Amendment", "Next-Gen" name nothing
+    if any(w in HEADLINE_VERBS or w in _PARTICLES or w in _PREPOSITIONS for w in lowered) or all(
+            w in _GENERIC or _HYPHENATED_ADJECTIVE.fullmatch(w) for w in lowered):
+        return False  # ... or only generic words or descriptions: "Amendment", "Next-Gen", "Much-Hyped" name nothing
     if _verb_s(lowered[-1]) and not any(re.search(r"\d", w) for w in words):
         return False  # "Hedera Nabs Upgrade Slot": the name ends on the headline's verb ("Rewards v2" is a name)
     if lowered[-1] in _NAME_STOP and not re.fullmatch(r"v?\d[\w.]*", words[-1]):
@@ -560,7 +593,13 @@ def english_words() -> frozenset[str]:
 
 
 # Launches of these are listings or filings, never a project's upgrade or product release.
-_NOT_A_PRODUCT = frozenset("etf etfs etp etps etn etns fund funds futures options".split())
+_NOT_A_PRODUCT = frozenset("etf etfs etp etps etn etns fund funds futures options".split()
+                           # launched, but no product of the chain: "to Launch Review of ...", "Grants Round"
+                           + """review audit audits campaign grants round program programme initiative investigation
+                           study survey hackathon competition contest bounty sale website podcast report research
+                           inquiry probe partnership council committee foundation academy course accelerator
+                           incubator challenge giveaway conference summit tour series documentary""".split())
+_PREPOSITIONS = frozenset("into onto with without from about after before amid via upon toward towards".split())
 
 
 def upgrade_name(unit: str, mentions: list[Mention]) -> str | None:
