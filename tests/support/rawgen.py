@@ -45,7 +45,9 @@ def generate(days: list[date], per_day: int, seed: int = 21) -> list[tuple]:
 def insert_raw(con: duckdb.DuckDBPyConnection, rows: list[tuple]) -> None:
     for article_id, title, summary, published, content_hash in rows:
         con.execute(
-            "INSERT OR REPLACE INTO raw_articles VALUES (?, 'Test', 'http://127.0.0.1/f', ?, NULL, ?, ?, NULL, [], [],"
+            "INSERT OR REPLACE INTO raw_articles (id, source_name, feed_url, url, guid, title, summary, content_html,"
+            " authors, categories, image_url, published_at, date_inferred, fetched_at, updated_at, language,"
+            " content_hash) VALUES (?, 'Test', 'http://127.0.0.1/f', ?, NULL, ?, ?, NULL, [], [],"
             " NULL, ?, false, ?, ?, 'en', ?)",
             [article_id, f"https://news.example/{article_id}", title, summary, published,
              published + timedelta(minutes=5), published + timedelta(minutes=5), content_hash],
