@@ -671,6 +671,7 @@ NOT_THE_ASSET_LISTED = [
 MEETINGS = [
     "Polkadot's Elastic Upgrade Gets Core Dev Review on December 11",
     "Cardano Leios Hard Fork to Be Discussed at December 3 Community Call",
+    "Cardano Vote on Plomin 3 Hard Fork Ends December 4; Activation Set for December 20",  # the vote's date
 ]
 
 

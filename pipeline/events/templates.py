@@ -80,7 +80,7 @@ _OTHER_DEADLINE = re.compile(
     r"|end\s+support|cease\w*|close\s+(?:their|your|the)\s+accounts?|expir\w*"
     # what people are told to do by a date: "users must verify by", "stakers have until", "holders should move"
     # a vote's or poll's own close ("Protocol 25 upgrade vote ends December 3"): the vote's date, not the upgrade's
-    r"|(?:vote|voting|poll|ballot|proposal)s?\s+(?:\w+\s+)?(?:ends?|closes?|concludes?|wraps?|deadline)"
+    r"|(?:vote|voting|poll|ballot|proposal)s?\s+(?:[\w.-]+\s+){0,6}?(?:ends?|closes?|concludes?|wraps?|deadline)"
     # a meeting about the object: "Gets Core Dev Review on", "to Be Discussed at December 3 Community Call",
     # "Date to Be Set at December 4 All Core Devs Meeting", "Gets Go/No-Go Call on"
     r"|reviews?|discuss\w*|go/no-go|to\s+be\s+(?:set|decided|announced|confirmed)|(?:community|dev|devs|developer"
