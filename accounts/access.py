@@ -41,13 +41,13 @@ _KEY_CACHE_MAX = 10_000
 PROBE_SECONDS = 1.0
 PROBE_TIMEOUT = 2.0
 # Once metering failed, requests are refused at once for this long, then one at a time tries again while the
-# others are refused (instead of each waiting out the store's or Redis's timeouts, up to 10 s on Postgres, and
+# others are refused (instead of each waiting out the store's or Redis's timeouts, 5 s on Postgres, and
 # then arriving together when it is back).
 FAIL_FAST_SECONDS = 1.0
 # A refund the counters could not take is retried after this, then twice as long each time, up to the max.
 REFUND_RETRY_FIRST = 0.5
 REFUND_RETRY_MAX = 30.0
-CLOSE_REFUNDS_SECONDS = 12.0  # close() waits this long for pending refunds' last attempts (Postgres waits 10 s)
+CLOSE_REFUNDS_SECONDS = 12.0  # close() waits this long for pending refunds' last attempts (SQLite waits 10 s)
 
 UNKNOWN_KEY = (
     "unknown, revoked or rotated access key (a rotated key's old secret works only for its grace period): pass a "
@@ -152,16 +152,31 @@ class MeteredAccess:
                            "(`cryptowire keys set-plan ID PLAN`)")
         return plan
 
-    def _unavailable(self, reason: object = None) -> ApiError:
+    def _unavailable(self, reason: object = None, headers: dict[str, str] | None = None) -> ApiError:
         log.warning("metering unavailable: %s", reason)  # never holds a key: errors from SQLite / Redis only
         self._failing = True
         self._down_until = time.monotonic() + FAIL_FAST_SECONDS
-        return self._refusal()
+        return self._refusal(headers)
 
     @staticmethod
-    def _refusal() -> ApiError:
+    def _refusal(headers: dict[str, str] | None = None) -> ApiError:
+        """The 503: nothing charged, whoever asked (also when refused at once, before the key is looked up)."""
         return ApiError(503, "METERING_UNAVAILABLE", "usage metering is unavailable right now; retry shortly",
-                        {"Retry-After": "1"})
+                        {"X-CU-Cost": "0", **(headers or {}), "Retry-After": "1"})
+
+    def _refusal_headers(self, plan: Plan, key_id: str, day: str, rate: RateState | None) -> dict[str, str]:
+        """The metering headers of a 503 past the key check, when the rate step (Redis) or the usage read failed:
+        nothing charged; the bucket as far as it is known (the limiter unreachable: none left, full again in the
+        second ``Retry-After`` names); what is left today as last seen, when this instance has seen it."""
+        out = {"X-RateLimit-Limit": str(plan.burst), "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "1"}
+        if rate is not None:
+            out.update({"X-RateLimit-Limit": str(rate.limit), "X-RateLimit-Remaining": str(rate.remaining),
+                        "X-RateLimit-Reset": str(rate.reset)})
+        out["X-CU-Cost"] = "0"
+        used = self._counters.peek(key_id, day)
+        if used is not None:
+            out["X-CU-Remaining-Today"] = str(max(0, plan.cu_per_day - used))
+        return out
 
     # --- the Access protocol -----------------------------------------------------
     async def problem(self) -> str | None:
@@ -197,7 +212,12 @@ class MeteredAccess:
         except MeteringUnavailable as exc:
             log.warning("metering unavailable: %s", exc)
             # /readyz is unauthenticated: the reason without the driver's text (it may name internal servers)
-            self._problem = str(exc).split(" (", 1)[0]
+            reason = str(exc).split(" (", 1)[0]
+            failed = [name for name, ping in self._pings
+                      if ping.done() and not ping.cancelled() and ping.exception() is not None]
+            if failed and not any(name.split()[0] in reason for name in failed):  # say which: the store's failure
+                reason = f"metering's {' and '.join(failed)} is unavailable"  # may come back sooner than a timeout
+            self._problem = reason
 
     async def check(self, key: str, api: str) -> Caller:
         if api not in APIS and api != USAGE_API:
@@ -235,6 +255,7 @@ class MeteredAccess:
         plan = self._plan(record.plan)
         now = time.time()
         day = self._today(now)
+        rate: RateState | None = None
         try:
             rate = await self._limiter.take(record.id, plan.requests_per_second, plan.burst)
             # For the X-CU-Remaining-Today header of a response that charges nothing: the last value this
@@ -243,7 +264,8 @@ class MeteredAccess:
             if used is None:
                 used = await self._counters.used(record.id, day)
         except MeteringUnavailable as exc:
-            raise self._unavailable(exc) from None
+            # past the key check: the 503 carries the metering headers too (the caller has no Caller to ask)
+            raise self._unavailable(exc, self._refusal_headers(plan, record.id, day, rate)) from None
         caller = Caller(key_id=record.id, plan=plan.name, api=api,
                         info={"rate": rate, "day": day, "used": used})
         if not rate.allowed:

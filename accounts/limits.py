@@ -10,7 +10,10 @@ the counters are the Postgres store's (durable, exact across processes) and Redi
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import math
+import secrets
 import sqlite3
 import time
 from typing import Any, Protocol
@@ -20,8 +23,15 @@ from accounts.store import ChargeItem, Store, StoreUnavailable, Usage
 # Redis keeps per-day usage this long (the usage report looks back at most HISTORY_MAX_DAYS).
 HISTORY_MAX_DAYS = 90
 REDIS_USAGE_TTL = (HISTORY_MAX_DAYS + 10) * 86400
+log = logging.getLogger(__name__)
+
 REDIS_MAX_CONNECTIONS = 64  # per API process; each request holds one for a single script call
 REDIS_IDLE_PING = 1.0  # seconds: a pooled connection idle longer is checked before use (CheckedPool)
+# A charge's or refund's mark lives this long (one small key each: about 100 bytes, so 12 MB at 1,000 charges a
+# second): long enough for a cancel sent once Redis answers again to find it.
+MARK_SECONDS = 120
+CANCEL_MARK_SECONDS = 3600  # a cancel's mark: a script delayed in the network still finds it
+SETTLE_RETRY_MAX = 5.0  # seconds between attempts to cancel what timed out, at most
 
 
 class MeteringUnavailable(RuntimeError):
@@ -155,8 +165,13 @@ class StoreCounters:
             while batch := self._pending.pop(loop, []):
                 try:
                     results = await asyncio.to_thread(self.store.charge_many, [item for item, _ in batch])
-                except Exception as exc:  # nothing of this batch was committed
+                except Exception as exc:  # nothing of this batch was committed (or it is undone: PostgresStore)
                     self._settle(batch, None, exc)
+                    if isinstance(exc, _STORE_ERRORS):
+                        # The store failed (down, hung, locked) while these waited: refused with it at once, rather
+                        # than each waiting out the store's timeouts once more (the failing access refuses the
+                        # next requests at once too, FAIL_FAST_SECONDS).
+                        self._settle(self._pending.pop(loop, []), None, exc)
                     continue
                 except BaseException:  # cancelled (shutdown): the waiting requests are cancelled too
                     for _, fut in batch:
@@ -240,9 +255,15 @@ return {allowed, tostring(tokens)}
 """
 
 # One hash per key and UTC day: field 'total', and '<api>:cu' / '<api>:req' per API.
+# Every charge and refund has an id, and leaves a mark under it (KEYS[2]) for MARK_SECONDS: 'c' a charge made,
+# 'a' / 't' a refund made (with / without the API's fields), 'n' a refund with nothing to take back, 'x' cancelled.
+# A script finding its mark set does nothing: it was cancelled before Redis ran it (see _CANCEL_LUA).
 _CHARGE_LUA = """
 local cost = tonumber(ARGV[1])
 local used = tonumber(redis.call('HGET', KEYS[1], 'total') or '0')
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  return {-1, used}
+end
 if used + cost > tonumber(ARGV[2]) then
   return {0, used}
 end
@@ -250,22 +271,62 @@ used = redis.call('HINCRBY', KEYS[1], 'total', cost)
 redis.call('HINCRBY', KEYS[1], ARGV[3] .. ':cu', cost)
 redis.call('HINCRBY', KEYS[1], ARGV[3] .. ':req', 1)
 redis.call('EXPIRE', KEYS[1], ARGV[4])
+redis.call('SET', KEYS[2], 'c', 'EX', ARGV[5])
 return {1, used}
 """
 
 _REFUND_LUA = """
 local cost = tonumber(ARGV[1])
 local used = tonumber(redis.call('HGET', KEYS[1], 'total') or '0')
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  return used
+end
+local done = 'n'
 if used >= cost then
   used = redis.call('HINCRBY', KEYS[1], 'total', -cost)
+  done = 't'
   local cu = tonumber(redis.call('HGET', KEYS[1], ARGV[2] .. ':cu') or '0')
   local req = tonumber(redis.call('HGET', KEYS[1], ARGV[2] .. ':req') or '0')
   if cu >= cost and req >= 1 then
     redis.call('HINCRBY', KEYS[1], ARGV[2] .. ':cu', -cost)
     redis.call('HINCRBY', KEYS[1], ARGV[2] .. ':req', -1)
+    done = 'a'
   end
 end
+redis.call('SET', KEYS[2], done, 'EX', ARGV[3])
 return used
+"""
+
+# Cancel a charge or refund whose answer never came (a timeout: Redis may have run it, or may still run it when it
+# answers again). Run before it: its mark 'x' stops it. Run after it: undone (a charge given back as a refund
+# would, a refund taken back). Either way it is as if it had never been sent; a second cancel does nothing.
+_CANCEL_LUA = """
+local cost = tonumber(ARGV[1])
+local mark = redis.call('GET', KEYS[2])
+local undone = 0
+if mark == 'c' then
+  local used = tonumber(redis.call('HGET', KEYS[1], 'total') or '0')
+  if used >= cost then
+    redis.call('HINCRBY', KEYS[1], 'total', -cost)
+    local cu = tonumber(redis.call('HGET', KEYS[1], ARGV[2] .. ':cu') or '0')
+    local req = tonumber(redis.call('HGET', KEYS[1], ARGV[2] .. ':req') or '0')
+    if cu >= cost and req >= 1 then
+      redis.call('HINCRBY', KEYS[1], ARGV[2] .. ':cu', -cost)
+      redis.call('HINCRBY', KEYS[1], ARGV[2] .. ':req', -1)
+    end
+  end
+  undone = 1
+elseif mark == 'a' or mark == 't' then
+  redis.call('HINCRBY', KEYS[1], 'total', cost)
+  if mark == 'a' then
+    redis.call('HINCRBY', KEYS[1], ARGV[2] .. ':cu', cost)
+    redis.call('HINCRBY', KEYS[1], ARGV[2] .. ':req', 1)
+  end
+  redis.call('EXPIRE', KEYS[1], ARGV[4])
+  undone = 1
+end
+redis.call('SET', KEYS[2], 'x', 'EX', ARGV[3])
+return undone
 """
 
 
@@ -361,24 +422,73 @@ class RedisRateLimiter:
 
 
 class RedisCounters:
+    """The daily counters in Redis. A charge or refund that gets no answer (Redis hung: redis-py's socket timeout)
+    may still be run by Redis when it answers again, so the caller's 503 and the bill would disagree. Each one
+    therefore has an id and leaves a mark under it; one that timed out is cancelled once Redis answers
+    (``_CANCEL_LUA``: stopped if it has not run, undone if it has), before this instance's next charge or
+    refund, and by a background retry meanwhile. So a charge or refund that raised has, in the end, no effect."""
+
     def __init__(self, client: Any, prefix: str = "cw:") -> None:
         self._client = client
         self._prefix = prefix
         self._charge = client.register_script(_CHARGE_LUA)
         self._refund = client.register_script(_REFUND_LUA)
+        self._cancel = client.register_script(_CANCEL_LUA)
         self._seen: dict[tuple[str, str], int] = {}  # (key id, day) -> last used value this instance saw
+        self._unsettled: dict[str, tuple[str, str, str, int]] = {}  # id -> (key id, day, api, cost) to cancel
+        self._retry: asyncio.Task[None] | None = None
 
     def _key(self, key_id: str, day: str) -> str:
         return f"{self._prefix}usage:{key_id}:{day}"
 
+    def _mark(self, op_id: str) -> str:
+        return f"{self._prefix}op:{op_id}"
+
+    async def _write(self, script: Any, key_id: str, day: str, api: str, cost: int, args: list[Any]) -> Any:
+        """Run a charge or refund script under a new id, after cancelling what timed out before (in that order,
+        so that a refund made again never meets its first attempt). A failure leaves it to cancel."""
+        await self._settle()
+        op_id = secrets.token_hex(8)
+        try:
+            return await _call(script(keys=[self._key(key_id, day), self._mark(op_id)], args=args))
+        except MeteringUnavailable:
+            self._unsettled[op_id] = (key_id, day, api, cost)
+            log.warning("a %d CU write to key %s's usage got no answer from Redis: cancelled once Redis answers",
+                        cost, key_id)
+            self._retry_later()
+            raise
+
+    async def _settle(self) -> None:
+        """Cancel every charge and refund that timed out (MeteringUnavailable while Redis does not answer)."""
+        for op_id, (key_id, day, api, cost) in list(self._unsettled.items()):
+            undone = await _call(self._cancel(keys=[self._key(key_id, day), self._mark(op_id)],
+                                              args=[cost, api, CANCEL_MARK_SECONDS, REDIS_USAGE_TTL]))
+            if self._unsettled.pop(op_id, None) is not None and int(undone):
+                log.warning("a %d CU write to key %s's usage that timed out had been made by Redis: undone", cost,
+                            key_id)
+
+    def _retry_later(self) -> None:
+        if self._retry is None or self._retry.done():
+            self._retry = asyncio.ensure_future(self._settle_later())
+
+    async def _settle_later(self) -> None:
+        delay = 0.5
+        while self._unsettled:
+            await asyncio.sleep(delay)
+            try:
+                await self._settle()
+            except MeteringUnavailable:
+                delay = min(delay * 2, SETTLE_RETRY_MAX)
+
     async def charge(self, key_id: str, day: str, api: str, cost: int, limit: int) -> tuple[bool, int]:
-        ok, used = await _call(
-            self._charge(keys=[self._key(key_id, day)], args=[cost, limit, api, REDIS_USAGE_TTL])
-        )
+        ok, used = await self._write(self._charge, key_id, day, api, cost,
+                                     [cost, limit, api, REDIS_USAGE_TTL, MARK_SECONDS])
+        if int(ok) < 0:  # its id was cancelled before it ran: cannot happen for a new id, but never charge then
+            raise MeteringUnavailable("the usage counters are unavailable (a charge was cancelled)")
         return bool(int(ok)), self._note(key_id, day, int(used))
 
     async def refund(self, key_id: str, day: str, api: str, cost: int) -> int:
-        used = int(await _call(self._refund(keys=[self._key(key_id, day)], args=[cost, api])))
+        used = int(await self._write(self._refund, key_id, day, api, cost, [cost, api, MARK_SECONDS]))
         return self._note(key_id, day, used)
 
     async def used(self, key_id: str, day: str) -> int:
@@ -406,8 +516,18 @@ class RedisCounters:
 
     async def ping(self) -> None:
         await _ping(self._client)
+        if self._unsettled:  # Redis answers again: the readiness probe settles too
+            await self._settle()
 
     async def close(self) -> None:
+        if self._retry is not None:
+            self._retry.cancel()
+        if self._unsettled:
+            with contextlib.suppress(MeteringUnavailable):
+                await self._settle()
+        for key_id, day, api, cost in self._unsettled.values():
+            log.error("a %d CU write to key %s's usage (day %s, api %s) timed out and could not be cancelled before "
+                      "the server stopped: Redis may have made it; check the usage by hand", cost, key_id, day, api)
         await self._client.aclose()
 
 

@@ -1,15 +1,19 @@
-"""`cryptowire serve`: the API under uvicorn, with an access log that never shows an access key.
+"""`cryptowire serve`: the API under uvicorn, with logs that never show an access key.
 
 Every keyed route takes the key as its last path segment after a known prefix, so the access log replaces all that
 follows the prefix with ``***`` (a client may put more after the key), every other path but a few keyless ones
-with ``/***`` (a key sent to a wrong endpoint is still a key), and drops query strings. The filter sits on the
-``uvicorn.access`` logger itself, so every handler (console, JSON, files) only ever sees the redacted line.
+with ``/***`` (a key sent to a wrong endpoint is still a key; under the keyless prefixes, a last segment shaped like
+a key), and drops query strings. The filter sits on the ``uvicorn.access`` logger itself, so every handler
+(console, JSON, files) only ever sees the redacted line. At ``--log-level trace`` uvicorn also logs each request's
+ASGI scope (``uvicorn.asgi``): its ``path``, ``raw_path`` and ``query_string`` are redacted the same way. Last,
+every handler replaces whatever follows ``cw_live_`` in any line, whichever logger wrote it.
 """
 
 from __future__ import annotations
 
 import copy
 import logging
+import re
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -21,16 +25,20 @@ if TYPE_CHECKING:
 REDACTED = "***"
 KEYLESS_PATHS = frozenset({"/", "/healthz", "/readyz", "/metrics", "/favicon.ico"})
 KEYLESS_PREFIXES = ("/assets/graphiql/",)  # the explorer's files (api.news.ASSETS): nothing else
+KEY_PREFIX = "cw_live_"  # accounts.keys.KEY_PREFIX (not imported: serve loads no accounts module to log)
+KEY_SHAPED = re.compile(r"cw_live_[^\s/?&#'\"]*")
 
 
 def redact_path(full_path: str) -> str:
-    """``/crypto-news/cw_live_abc/x?y=1`` -> ``/crypto-news/***?***``; keyless paths stay as they are."""
+    """``/crypto-news/cw_live_abc/x?y=1`` -> ``/crypto-news/***?***``; keyless paths stay as they are (but for a
+    last segment shaped like a key: ``/assets/graphiql/cw_live_abc`` -> ``/assets/graphiql/***``)."""
     from api.access import KEYED_PREFIXES
 
     path, sep, _query = str(full_path).partition("?")
     query = f"?{REDACTED}" if sep else ""
     if path in KEYLESS_PATHS or path.startswith(KEYLESS_PREFIXES):
-        return path + query
+        head, _, last = path.rpartition("/")
+        return (head + "/" + REDACTED if KEY_PREFIX in last else path) + query
     for prefix in KEYED_PREFIXES:
         if path.rstrip("/") == prefix.rstrip("/"):
             return path + query  # the endpoint without a key
@@ -50,6 +58,57 @@ class RedactAccessKeys(logging.Filter):
         return True
 
 
+class RedactTraceScope(logging.Filter):
+    """Rewrites uvicorn's trace records of a request's ASGI scope (``uvicorn.asgi``, ``--log-level trace``): the
+    scope's ``path``, ``raw_path`` and ``query_string`` redacted as in the access log."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and any(isinstance(a, dict) and "path" in a for a in args):
+            record.args = tuple(_redacted_scope(a) if isinstance(a, dict) and "path" in a else a for a in args)
+        return True
+
+
+def _redacted_scope(scope: dict[str, Any]) -> dict[str, Any]:
+    out = dict(scope)
+    path = redact_path(str(scope.get("path", ""))).partition("?")[0]
+    out["path"] = path
+    if "raw_path" in out:
+        out["raw_path"] = path.encode()
+    if out.get("query_string"):
+        out["query_string"] = REDACTED.encode()
+    return out
+
+
+class RedactKeyShaped(logging.Filter):
+    """On every handler: whatever follows ``cw_live_`` in a line is replaced (a key in a message that no filter
+    above knows of: any logger, any level)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a malformed record: let the handler report it as it would
+            return True
+        if KEY_PREFIX not in message:
+            return True
+        # the arguments one by one first: formatters such as uvicorn's access formatter read them
+        if isinstance(record.args, tuple):
+            record.args = tuple(_scrub(a) for a in record.args)
+        record.msg = _scrub(record.msg)
+        try:
+            if KEY_PREFIX in record.getMessage():  # in a dict's or an object's text: the line as a whole
+                record.msg, record.args = KEY_SHAPED.sub(KEY_PREFIX + REDACTED, record.getMessage()), ()
+        except Exception:  # noqa: BLE001
+            record.msg, record.args = KEY_SHAPED.sub(KEY_PREFIX + REDACTED, message), ()
+        return True
+
+
+def _scrub(value: Any) -> Any:
+    if isinstance(value, str) and KEY_PREFIX in value:
+        return KEY_SHAPED.sub(KEY_PREFIX + REDACTED, value)
+    return value
+
+
 def log_config(fmt: str = "text", stdout_free: bool = False) -> dict[str, Any]:
     """uvicorn's logging config with the redacting filter on ``uvicorn.access``; ``fmt="json"`` writes one JSON
     object per line (CRYPTOWIRE_LOG_FORMAT=json). ``stdout_free``: the access log on stderr too (`up --json`
@@ -63,8 +122,14 @@ def log_config(fmt: str = "text", stdout_free: bool = False) -> dict[str, Any]:
         for name in config["formatters"]:
             config["formatters"][name] = {"()": "warehouse.logs.JsonFormatter"}
         config["loggers"][""] = {"handlers": ["default"], "level": "INFO"}  # the app's own loggers too
-    config.setdefault("filters", {})["redact_keys"] = {"()": f"{__name__}.RedactAccessKeys"}
+    filters = config.setdefault("filters", {})
+    filters["redact_keys"] = {"()": f"{__name__}.RedactAccessKeys"}
+    filters["redact_scope"] = {"()": f"{__name__}.RedactTraceScope"}
+    filters["redact_key_shaped"] = {"()": f"{__name__}.RedactKeyShaped"}
     config["loggers"]["uvicorn.access"]["filters"] = ["redact_keys"]
+    config["loggers"].setdefault("uvicorn.asgi", {})["filters"] = ["redact_scope"]  # trace: the ASGI scopes
+    for handler in config["handlers"].values():
+        handler.setdefault("filters", []).append("redact_key_shaped")
     return config
 
 
