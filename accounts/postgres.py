@@ -1,7 +1,7 @@
 """The platform store on Postgres: keys, plans and daily usage counters shared by every API process and the CLI.
 
-Chosen by ``CRYPTOWIRE_DATABASE_URL=postgresql://user:password@host:5432/db``. psycopg 3 with a psycopg_pool
-connection pool; the tables live in their own Postgres schema, ``accounts`` (the same database may hold Dagster's
+Chosen by ``CRYPTOWIRE_DATABASE_URL=postgresql://user:password@host:5432/db``. psycopg 3 with a small connection
+pool of its own (``_Pool``: every call bounded, see below); the tables live in their own Postgres schema, ``accounts`` (the same database may hold Dagster's
 instance).
 
 - Charges: one statement per key and day, ``INSERT ... ON CONFLICT (key_id, day) DO UPDATE SET used = used + cost

@@ -1,7 +1,7 @@
 """The platform store's interface: keys, plans and daily usage counters, with two implementations.
 
 - ``accounts.sqlite.SqliteStore``: the embedded default, ``$CRYPTOWIRE_HOME/platform.sqlite`` (WAL).
-- ``accounts.postgres.PostgresStore``: Postgres (psycopg 3, a psycopg_pool connection pool), chosen by
+- ``accounts.postgres.PostgresStore``: Postgres (psycopg 3, a bounded connection pool of its own), chosen by
   ``CRYPTOWIRE_DATABASE_URL=postgresql://...``; several API processes and the CLI share one database.
 
 ``open_store(settings)`` picks one (``open_synced_store(settings, plans)`` also records the plans in force). Both
