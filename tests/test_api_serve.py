@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -17,6 +16,7 @@ import pytest
 from pipeline.commands.serve import RedactAccessKeys, redact_path
 from tests.support.apiserver import free_port
 from tests.support.newsdata import Data, build, make_articles, make_events
+from tests.support.servers import wait_serving
 
 PROJECT = Path(__file__).resolve().parents[1]
 
@@ -71,16 +71,7 @@ def test_serve_runs_the_app_and_redacts_keys_from_the_access_log(tmp_path: Path,
         cwd=PROJECT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "serve did not become ready"
-            time.sleep(0.2)
+        wait_serving(f"http://127.0.0.1:{port}/readyz", proc, 60, "cryptowire serve")
         for path in (f"/crypto-news/{secret}", f"/prediction-events/{secret}?k={secret}"):
             r = httpx.post(f"http://127.0.0.1:{port}{path}", json={"query": "{ cryptoNews(first: 1) { edges { cursor } } }"})
             assert r.status_code == 200, r.text

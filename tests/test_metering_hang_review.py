@@ -40,7 +40,7 @@ from accounts.limits import MeteringUnavailable, RedisCounters
 from accounts.store import StoreUnavailable
 from tests.support.apiserver import ApiServer, free_port
 from tests.support.metered import metered_app, metering_settings
-from tests.support.servers import REDIS_MISSING, redis_server
+from tests.support.servers import REDIS_MISSING, redis_server, wait_serving
 
 PROJECT = Path(__file__).resolve().parents[1]
 CALL_TIMEOUT = 1.5  # the Postgres store's call timeout in these tests (5 s in production)
@@ -246,16 +246,7 @@ def test_serve_at_trace_level_logs_no_key(tmp_path: Path) -> None:
     )
     secret = new_key()
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "serve did not start"
-            time.sleep(0.2)
+        wait_serving(f"http://127.0.0.1:{port}/healthz", proc, 60, "cryptowire serve")
         base = f"http://127.0.0.1:{port}"
         assert httpx.post(f"{base}/crypto-news/{secret}?k={secret}", json={"query": "{ tickers }"}).status_code == 401
         assert httpx.get(f"{base}/assets/graphiql/{secret}").status_code == 404
