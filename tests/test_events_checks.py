@@ -701,3 +701,65 @@ def test_a_date_behind_another_events_words_is_not_the_levels(title: str) -> Non
 def test_the_third_rounds_rules_leave_these_alone(title: str, question: str) -> None:
     events, refused = derive(title)
     assert events == [question], refused
+
+
+# A fourth blind round put the traps in the summary (s44: 321 invented articles). These are other invented ones.
+LINKED_ARTICLES = [
+    ("Polkadot Treasury Funds Three Developer Teams",
+     "The treasury approved grants for tooling this week. Read more: Can Polkadot Climb to $25 by 2026?"),
+    ("Solana Validators Adopt a Second Client",
+     "Adoption passed 20% of stake. You might also like: Solana Could Hit $400 by December"),
+    ("Avalanche Subnet Activity Climbs",
+     "Subnet transactions rose 30% in October. [Related] - Will Avalanche Reach $90 by Year-End?"),
+    ("Cardano Community Hosts Governance Summit",
+     "Speakers covered treasury rules. Editor's Pick: Cardano Price Prediction 2026-2030: Can ADA Reach $10?"),
+]
+
+
+@pytest.mark.parametrize(("title", "summary"), LINKED_ARTICLES)
+def test_a_linked_articles_headline_in_the_summary_is_not_this_articles_question(title: str, summary: str) -> None:
+    events, refused = derive(title, summary)
+    assert events == [], (title, refused)
+
+
+def test_a_summarys_own_sentence_still_gives_its_question() -> None:
+    events, refused = derive("Solana Breakpoint Wrap-Up",
+                             "Related upgrades aside, Solana could climb to $300 by December, analysts said.")
+    assert events == ["Will Solana close above $300 on December 31, 2026?"], refused
+
+
+@pytest.mark.parametrize("title", [
+    "Bitcoin's Realized Price Could Rise to $60,000 by March",
+    "The Cost to Produce One Bitcoin Could Climb to $110,000 Next Year",
+    "Solana Short-Term Holders' Cost Basis Could Hit $120 This Month",
+    "Few Traders Expect Cardano to Reach $3 This Year",
+    "Analysts Don't See Polkadot Hitting $20 by December",
+    "Market Remains Skeptical Solana Can Top $400 by Year-End",
+])
+def test_measures_priced_in_dollars_and_doubted_levels_are_no_question(title: str) -> None:
+    events, refused = derive(title)
+    assert events == [], (title, refused)
+
+
+@pytest.mark.parametrize(("title", "question"), [
+    ("No Doubt Solana Will Top $400 by Year-End, Says Fund Manager",
+     "Will Solana close above $400 on December 31, 2026?"),
+    ("A Few Analysts Expect Cardano to Reach $3 by December", "Will Cardano close above $3 on December 31, 2026?"),
+    ("Polkadot Fights to Hold $4 Into the Weekend", "Will Polkadot close below $4 on October 31, 2026?"),
+])
+def test_sure_levels_and_floors_held_are_asked_the_right_way(title: str, question: str) -> None:
+    events, refused = derive(title)
+    assert events == [question], refused
+
+
+def test_a_generic_headline_noun_is_no_name_and_the_summary_names_the_upgrade() -> None:
+    events, refused = derive("Avalanche to Activate Upgrade", "Avalanche will activate the Octane upgrade on December 11.")
+    assert events and all("Octane" in e for e in events), (events, refused)
+    events, refused = derive("Polygon Product Launch", "Polygon plans to launch AggLayer v2 on mainnet on December 15.")
+    assert events and all("Product" not in e and "AggLayer" in e for e in events), (events, refused)
+
+
+def test_a_time_with_p_m_and_its_zone_in_a_summary_keeps_the_time() -> None:
+    events, refused = derive("Avalanche Octane Upgrade Date Set",
+                             "The Octane upgrade activates on mainnet on December 11 at 3:15 p.m. ET, the foundation said.")
+    assert events == ["Will the Avalanche Octane upgrade go live on mainnet by 20:15 UTC on December 11, 2026?"], refused

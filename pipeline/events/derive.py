@@ -11,7 +11,7 @@ from functools import lru_cache
 from pipeline.events.dates import default_price_date, instant, local_time
 from pipeline.events.ids import event_id
 from pipeline.events.learned import Candidate, candidates, default_model
-from pipeline.events.mentions import AssetFinder, Mention
+from pipeline.events.mentions import EXTRA_ALIASES, AssetFinder, Mention
 from pipeline.events.numbers import find_amounts, format_money
 from pipeline.events.price import find_price
 from pipeline.events.reference import DIRECTION_MARGIN, SETTLED_MARGIN, Reference, default_reference
@@ -31,7 +31,7 @@ from pipeline.events.templates import (
     upgrade_name,
     write,
 )
-from pipeline.events.text import clean, sentences
+from pipeline.events.text import clean, sentences, summary_text
 from warehouse.db import naive_utc
 
 OPTIONS = ("Yes", "No")
@@ -137,7 +137,7 @@ def derive_article(
         return None
     published = naive_utc(article.published_at)
     local = local_time(published, article.published_offset)  # relative dates count from the publisher's calendar
-    title, summary = clean(article.title), clean(article.summary)
+    title, summary = clean(article.title), summary_text(article.summary)
     # An app's own upgrade ("Aave v4 mainnet launch") is a question about its token, though the tagger rightly
     # does not take the app's name alone for the token; such a headline names the app.
     in_title = finder.find(title) if title else []
@@ -322,16 +322,21 @@ _MOVE_WORDS = frozenset("""
 # to $90,000", "Litecoin Foundation Fundraiser Could Hit $150"), or an amount per something ("$3 airdrop per wallet").
 _NOT_PRICE_NOUN = re.compile(
     r"\b(?:costs?|fees?|fundrais\w*|donations?|airdrops?|salar\w*|fines?|penalt\w*|bount\w*|grants?|rewards?|payouts?"
-    r"|valuation|revenues?|income|profits?|earnings|dividends?|budgets?|settlements?|raises?|funding)\b", re.I)
+    r"|valuation|revenues?|income|profits?|earnings|dividends?|budgets?|settlements?|raises?|funding"
+    # a measure priced in dollars, not the market price: "Ether's realized price could climb to $2,000"
+    r"|reali[sz]ed\s+price|cost\s+basis|hash\s*price|liquidation\s+price|(?:entry|purchase|acquisition)\s+price)\b",
+    re.I)
+# "The cost to mine one bitcoin could rise to $95,000": the cost named before the asset.
+_COST_OF = re.compile(r"\b(?:costs?|price)\s+(?:to|of)\s+(?:mine|mining|produc\w+|mint\w*)\b[^,;:]*$", re.I)
 _PER = re.compile(r"\s*(?:[\w-]+\s+){0,2}per\s+(?!coin\b|token\b)", re.I)
 
 
 def _not_its_price(found: Found, name: str) -> bool:
     """Whether the words around a level say it is something of the asset's other than its price."""
     unit, (start, end) = found.unit, found.anchor
-    if _PER.match(unit, end):
+    if _PER.match(unit, end) or _COST_OF.search(unit, max(0, start - 80), start):
         return True
-    names = [n for n in {name, found.ticker} if n]
+    names = [n for n in {name, found.ticker, *EXTRA_ALIASES.get(found.ticker, ())} if n]  # "Ether's realized price"
     hits = [m.end() for n in names for m in re.finditer(rf"(?<![\w$]){re.escape(n)}(?![\w])", unit[:start], re.I)]
     if not hits:
         return False
@@ -365,7 +370,11 @@ _CALLED_OFF = re.compile(
     r"|no\s+longer\s+(?:expected|planned|set|scheduled|on\s+track)|won'?t|will\s+not|isn'?t\s+going|is\s+not\s+"
     r"(?:expected|going|set|likely)|not\s+expected\s+to|unlikely\s+to|already\s+(?:hit|reached|topped|passed|"
     r"surpassed|broke|crossed|launched|live|listed|approved|unlocked)|went\s+live|delayed\s+from|denies|denied"
-    r"|debunk\w*|fake\s+news)\b", re.I)
+    r"|debunk\w*|fake\s+news"
+    # doubted: "Most analysts don't expect ... to reach", "Few believe", "Traders doubt XRP can hit" (not "no doubt")
+    r"|(?:do|does|did)(?:n'?t|\s+not)\s+(?:expect|see|think|believe|foresee)|(?<!\ba\s)few\s+(?:\w+\s+)?(?:believe|expect"
+    r"|think|see|bet)|s[ck]eptic\w*|(?<!\bno\s)(?<!\blittle\s)(?<!\bin\s)(?<!\bwithout\sa\s)doubt(?:s|ed|ful|ing)?|improbable"
+    r"|far-fetched|pipe\s+dream)\b", re.I)
 _CLAUSE_EDGE = re.compile(r"[,;:]|\s[-\u2013\u2014]\s|\u2014")
 
 

@@ -223,6 +223,10 @@ PREP_BEFORE = re.compile(r"\b(above|over|past|beyond|below|under|beneath)\s+(?:t
 _STAY = re.compile(r"\b(?:stay|stays|staying|remain|remains|remaining|hold|holds|holding|keep|keeps|keeping)\s+$", re.I)
 
 
+_HOLD = re.compile(r"\b(?:hold|holds|holding|keep|keeps|keeping|defend|defends|defending)\s+(?:on(?:to)?\s+)?(?:the\s+)?$",
+                   re.I)
+
+
 def prep_direction(left: str, prep: re.Match[str]) -> str:
     """The direction a preposition right before the level gives ("close above" -> above, "stay above" -> below)."""
     up = prep.group(1).lower() in ("above", "over", "past", "beyond")
@@ -315,6 +319,8 @@ def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None
         if prep:
             direction = prep_direction(left, prep)
             neutral = False
+        elif _HOLD.search(left):
+            direction, neutral = "below", False  # "struggling to hold $30": a floor it may lose
         if neutral:
             level = LEVEL.match(right) or LEVEL.match(re.sub(r"^\s*(?:[\w$]+\s+)?", " ", right, count=1))
             if level:

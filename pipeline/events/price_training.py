@@ -31,7 +31,7 @@ def training_rows(parts: tuple[str, ...] = TRAINING_PARTS) -> tuple[list[dict[st
     from pipeline.events.evaluate import eval_tagging
     from pipeline.events.mentions import AssetFinder
     from pipeline.events.reference import default_reference
-    from pipeline.events.text import clean, sentences
+    from pipeline.events.text import clean, sentences, summary_text
     from pipeline.events.unseen import development_items, matches
     from warehouse.db import naive_utc
 
@@ -42,7 +42,7 @@ def training_rows(parts: tuple[str, ...] = TRAINING_PARTS) -> tuple[list[dict[st
     rows = []
     for it in items:
         tickers = set(tag(it.title, it.summary, it.published_at)[0])
-        title, summary = clean(it.title), clean(it.summary)
+        title, summary = clean(it.title), summary_text(it.summary)
         units = [title, *sentences(summary)] if title else sentences(summary)
         mentions = [finder.find(u) for u in units]
         published = naive_utc(it.published_at)

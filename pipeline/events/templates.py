@@ -431,7 +431,8 @@ HEADLINE_VERBS = frozenset(
     must to set slated due eyed planned expected launch roll unveil deploy ship activate introduce""".split()
 )
 _GENERIC = frozenset("network protocol chain mainnet layer blockchain amendment update patch feature release version "
-                     "proposal improvement fix next-gen next-generation".split()
+                     "proposal improvement fix next-gen next-generation upgrade upgrades fork forks hardfork product "
+                     "products tool tools service services platform solution".split()
                     # what a headline says of an upgrade, never its name: "Algorand Greenlit Upgrade Goes Live"
                     + """surprise greenlit emergency mandatory historic controversial major massive big key crucial
                     critical upcoming planned scheduled latest final awaited anticipated delayed hyped landmark pivotal

@@ -22,9 +22,33 @@ def clean(text: str) -> str:
     return _BOILERPLATE.sub("", text).strip()
 
 
+# A link to another article that feeds append to a summary ("Related: Can Tron Reach $1?"): that article's words,
+# not this one's. Everything from the label on is left out.
+_LINKED = re.compile(
+    r"(?:^|(?<=[.!?\"')\]]))\s*[\[(]?(?:read\s+(?:more|also|next|this)|also\s+read|related(?:\s+(?:reading|news|articles?"
+    r"|stories|coverage|posts?))?|recommended(?:\s+(?:reading|for\s+you|stories))?|trending(?:\s+(?:now|stories|news))?"
+    r"|you\s+(?:may|might)\s+also\s+(?:like|read)|don'?t\s+miss|must\s+read|editor'?s\s+picks?|top\s+stories"
+    r"|see\s+also|suggested(?:\s+reading)?|more\s+news|further\s+reading|continue\s+reading|up\s+next)"
+    r"\s*[\])]?\s*(?::|\||->|>>?|\s-\s)",
+    re.I,
+)
+
+
+def summary_text(raw: str | None) -> str:
+    """A summary as the templates read it: ``clean``, without the links to other articles feeds append to it."""
+    text = clean(raw or "")
+    linked = _LINKED.search(text)
+    return text[: linked.start()].strip() if linked else text
+
+
+# "at 9:44 p.m. UTC": a time of day's "p.m." before its zone ends no sentence.
+_MERIDIEM_ZONE = re.compile(r"\b([aApP])\.([mM])\.(?=\s+(?:UTC|GMT|ET|EST|EDT|PT|PST|PDT|CT|CST|CDT|MT|MST|MDT|CET|CEST"
+                            r"|BST|JST|KST|SGT|HKT)\b)")
+
+
 def sentences(text: str) -> list[str]:
-    """Split a summary into sentences without breaking "U.S." or "Oct. 26"."""
-    protected = text
+    """Split a summary into sentences without breaking "U.S.", "Oct. 26" or "9 p.m. ET"."""
+    protected = _MERIDIEM_ZONE.sub("\\1\x00\\2\x00", text)
     for abbr in _ABBREVIATIONS + _MONTH_ABBREVIATIONS:
         protected = protected.replace(abbr, abbr.replace(".", "\x00"))
     parts = re.split(r"(?<=[.!?])\s+(?=[\"'(\[$A-Z0-9])", protected)
