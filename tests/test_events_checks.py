@@ -763,3 +763,14 @@ def test_a_time_with_p_m_and_its_zone_in_a_summary_keeps_the_time() -> None:
     events, refused = derive("Avalanche Octane Upgrade Date Set",
                              "The Octane upgrade activates on mainnet on December 11 at 3:15 p.m. ET, the foundation said.")
     assert events == ["Will the Avalanche Octane upgrade go live on mainnet by 20:15 UTC on December 11, 2026?"], refused
+
+
+@pytest.mark.parametrize(("title", "question"), [
+    ("SEC Must Rule on Franklin Cardano ETF by December 18", "Will the SEC approve a Cardano ETF by December 18, 2026?"),
+    ("SEC Verdict on Canary Polkadot ETF Is Due November 30", "Will the SEC approve a Polkadot ETF by November 30, 2026?"),
+    ("SEC Has Until January 9 to Decide on 21Shares Solana ETF",
+     "Will the SEC approve 21Shares' Solana ETF by January 9, 2027?"),
+])
+def test_more_wordings_of_a_pending_sec_decision(title: str, question: str) -> None:
+    events, refused = derive(title)
+    assert events == [question], refused

@@ -181,6 +181,10 @@ def pick_date(unit: str, published_at: datetime, anchor: tuple[int, int], price:
         after = [h for h in after if not _OTHER_EVENT_BETWEEN.search(unit, anchor[1], h.start)]
     if after:
         return min(after, key=lambda h: h.start)
+    # Inside an object that spans words: "SEC has until March 14 to rule on the X ETF".
+    inside = [h for h in hits if h.start >= anchor[0] and h.end <= anchor[1]]
+    if inside:
+        return min(inside, key=lambda h: h.start)
     before = [h for h in hits if h.end <= anchor[0]]
     if before:
         return max(before, key=lambda h: h.end)
@@ -192,7 +196,7 @@ def pick_date(unit: str, published_at: datetime, anchor: tuple[int, int], price:
 _ETF_WORD = re.compile(r"\b(?:ETF|ETP|exchange-traded\s+(?:fund|product))s?\b|\bTrust\b(?!\s+Wallet)")
 _ETF_DECISION = re.compile(
     r"\b(?:to\s+(?:decide|rule|approve|act)|will\s+(?:decide|rule|approve)|decision\s+(?:is\s+)?(?:still\s+)?due"
-    r"|decide\s+by|deadline|has\s+until|delays?|delayed|postpones?|postponed|extends?|pushes\s+back"
+    r"|decide\s+by|deadline|has\s+until|must\s+(?:decide|rule|act)|(?:is|are)\s+due|delays?|delayed|postpones?|postponed|extends?|pushes\s+back"
     r"|(?:could|may|might|expected\s+to|set\s+to|likely\s+to)\s+approve|approval\s+(?:is\s+)?(?:expected|due)"
     r"|approval\s+(?:could|may|might|will|is\s+(?:expected|likely)\s+to)\s+come"
     r"|(?:predict|expect|anticipat|bet|odds|chances?)\w*\s+(?:of\s+|on\s+|for\s+)?(?:an?\s+|the\s+)?(?:SEC\s+)?approval"
