@@ -42,7 +42,8 @@ async def http_error(request: Request, exc: Exception) -> JSONResponse:
     message = message.replace("{method}", request.method)
     prefix = next((p for p in KEYED_PREFIXES if request.url.path.startswith(p)), None)
     if exc.status_code == 404 and prefix:  # something after the key (or a key with a slash in it)
-        message = f"nothing may follow the access key: call {prefix}{{accessKey}} with the key as the last path segment"
+        message = (f"nothing may follow the access key (not even a slash): call {prefix}{{accessKey}} with the key "
+                   "as the last path segment")
     headers = dict(exc.headers or {})
     if "Allow" in headers:  # the router lists a set, in no fixed order
         allowed = set(headers["Allow"].split(", "))
@@ -100,5 +101,6 @@ def create_app(settings: Settings | None = None, access: Access | None = None) -
     middleware = [Middleware(MetricsMiddleware, state=state)]
     app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware,
                     exception_handlers={HTTPException: http_error})
+    app.router.redirect_slashes = False  # "/crypto-news/KEY/" is the documented 404, not a redirect carrying the key
     app.state.cw = state
     return app

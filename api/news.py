@@ -13,6 +13,7 @@ Every error has ``extensions.code``; an unexpected failure is logged and answere
 
 from __future__ import annotations
 
+import html
 import json
 import logging
 from collections import OrderedDict
@@ -83,6 +84,13 @@ GRAPHIQL_HTML = """<!doctype html>
 """.format(assets=ASSETS, example=json.dumps(EXAMPLE).replace("<", "\\u003c"))
 
 
+# Parsing and validating a new document is pure Python (up to ~0.2 s of CPU): threads doing it hold the GIL that the
+# event loop needs for every other request. One at a time per process, and a key may have only a few waiting: a
+# key sending new documents faster than they can be prepared is told to slow down instead of stalling everyone.
+PREPARE_THREADS = 1
+PREPARE_PER_KEY = 2
+
+
 class NewsComponent:
     def __init__(self, state: Any) -> None:
         self.state = state
@@ -90,6 +98,8 @@ class NewsComponent:
         poll = settings.snapshot_poll_seconds
         self.snapshots = SnapshotManager(settings.snapshots_dir, poll, settings.page_cache_size)
         self.documents = DocumentCache()
+        self._preparing: dict[str, int] = {}  # new documents of each key being prepared or waiting (event loop only)
+        self._prepare_limiter: anyio.CapacityLimiter | None = None  # made on the event loop that uses it
         self.plans: OrderedDict[tuple[Any, ...], tuple[Plan, int]] = OrderedDict()  # used from the event loop only
 
     # ------------------------------------------------------------------------------------------- routes
@@ -138,6 +148,12 @@ class NewsComponent:
         charge: Charge | None = None
         try:
             if request.method == "GET" and "text/html" in request.headers.get("accept", ""):
+                # The key is checked here too: an explorer that opens for a bad key fails on every query it sends.
+                try:
+                    await access.check(request.path_params["accessKey"], api)
+                except ApiError as err:
+                    page = f"<!doctype html><title>cryptowire: {err.code}</title><p>{html.escape(err.message)}</p>"
+                    return HTMLResponse(page, status_code=err.status, headers=err.headers)
                 return HTMLResponse(GRAPHIQL_HTML)
             if request.method != "POST":
                 raise ApiError(
@@ -150,7 +166,7 @@ class NewsComponent:
             query, variables, operation_name = await self._read(request)
             prepared = self.documents.lookup(query)
             if prepared is None:  # parse and validate off the event loop
-                prepared = await anyio.to_thread.run_sync(self.documents.get, query)
+                prepared = await self._prepare(caller, query)
             # The snapshot is held from planning on: its cost, what it lacks and the answer all come from the same one.
             with self.snapshots.acquire() as snap:
                 plan, cost = self._plan(prepared, query, variables, operation_name, snap)
@@ -193,6 +209,30 @@ class NewsComponent:
                 await access.refund(charge)
             err = ApiError(500, "INTERNAL_SERVER_ERROR", "the request failed on our side; it was logged")
             return err.graphql_response()
+
+    async def _prepare(self, caller: Caller, query: str) -> Prepared:
+        """Parse and validate a document not seen before, in the one preparing thread; a key that already has
+        ``PREPARE_PER_KEY`` such documents in hand gets a free 429."""
+        waiting = self._preparing.get(caller.key_id, 0)
+        if waiting >= PREPARE_PER_KEY:
+            raise ApiError(
+                429, "RATE_LIMITED",
+                f"this key already has {PREPARE_PER_KEY} new query documents being parsed and validated (up to "
+                "~0.2 s of CPU each, one at a time per server): send new documents one after another, and reuse a "
+                "document with variables for values that change (a document seen before is answered at once); "
+                "retry after the time in Retry-After", {"Retry-After": "1"},
+            )
+        if self._prepare_limiter is None:
+            self._prepare_limiter = anyio.CapacityLimiter(PREPARE_THREADS)
+        self._preparing[caller.key_id] = waiting + 1
+        try:
+            return await anyio.to_thread.run_sync(self.documents.get, query, limiter=self._prepare_limiter)
+        finally:
+            left = self._preparing[caller.key_id] - 1
+            if left:
+                self._preparing[caller.key_id] = left
+            else:
+                del self._preparing[caller.key_id]
 
     def _plan(
         self, prepared: Prepared, query: str, variables: dict[str, Any], operation_name: str | None,

@@ -436,6 +436,17 @@ def test_keys_and_costs(server: ApiServer) -> None:
     assert r.headers["x-cu-cost"] == "11"
 
 
+def test_the_explorer_checks_the_key_and_a_trailing_slash_is_the_documented_404(server: ApiServer) -> None:
+    for path in ("/crypto-news/not-a-key", "/prediction-events/not-a-key"):
+        r = httpx.get(server.url(path), headers={"accept": "text/html"})
+        assert r.status_code == 401 and r.headers["content-type"].startswith("text/html"), r.text
+        assert "unknown access key" in r.text and "graphiql" not in r.text.lower()
+    for path in (f"/crypto-news/{KEY}/", f"/prediction-events/{KEY}/", "/crypto-news/not-a-key/"):
+        r = httpx.post(server.url(path), json={"query": "{ tickers }"})  # before: a bare 307 to the key's URL
+        assert r.status_code == 404 and "location" not in r.headers, (path, r.status_code, r.headers)
+        assert "nothing may follow the access key (not even a slash)" in r.json()["error"]["message"]
+
+
 def test_graphiql_is_served_from_the_app(server: ApiServer) -> None:
     for path in (f"/crypto-news/{KEY}", f"/prediction-events/{KEY}"):
         r = httpx.get(server.url(path), headers={"accept": "text/html,application/xhtml+xml"})
