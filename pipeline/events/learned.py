@@ -34,6 +34,7 @@ from pipeline.events.price import (
     PREP_BEFORE,
     asset_for,
     prep_direction,
+    wished_or_revised,
 )
 from pipeline.events.reference import DIRECTION_MARGIN, Reference
 from pipeline.events.templates import MAX_PRICE, PRICE, Found
@@ -122,7 +123,7 @@ def candidates(units: list[str], mentions: list[list[Mention]], tickers: set[str
             # The guideline's refusals hold here too: a condition ("should it break $3.50"), a level denied
             # ("may never fall below $1"), a move that already failed or happened.
             if (CONDITION.search(left[-80:]) or NEGATED.search(left[-60:]) or PAST_GUARD.search(left[-40:])
-                    or FIRST_TIME.match(right)):
+                    or FIRST_TIME.match(right) or wished_or_revised(left, right)):
                 continue
             after = [m for m in found_here if m.start >= amount.end and m.start - amount.end <= 2]
             nominal = bool(after) and not unit[amount.end : after[0].start].strip()

@@ -227,6 +227,19 @@ _HOLD = re.compile(r"\b(?:hold|holds|holding|keep|keeps|keeping|defend|defends|d
                    re.I)
 
 
+_WISH = re.compile(r"\b(?:dream(?:s|ing|ed)?\s+(?:of|about)|wish(?:es|ing)?\s+(?:for)?|fantas\w+\s+(?:of|about)|hop(?:e|es|ing)"
+                   r"\s+for)\s+(?:a\s+|the\s+)?$", re.I)
+_TARGET_CUT = re.compile(r"[^.;!]*?\b(?:cuts?|lowers?|slashes|slash|trims?|reduces?|downgrades?|halves)\s+(?:\w+\s+){0,3}?"
+                         r"(?:price\s+)?(?:target|forecast|prediction)s?\s+(?:by\s+[\d.]+%\s+)?to\b", re.I)
+
+
+def wished_or_revised(left: str, right: str) -> bool:
+    """A level someone dreams of ("holders dream of $10"; not "Solana's $1,000 Dream: ... SOL Could Soar", which
+    readers ask), or one the same sentence revises ("Ether
+    to $8,000? Standard Chartered Cuts Target to $4,000": the new target is the question)."""
+    return bool(_WISH.search(left[-40:]) or _TARGET_CUT.match(right))
+
+
 def prep_direction(left: str, prep: re.Match[str]) -> str:
     """The direction a preposition right before the level gives ("close above" -> above, "stay above" -> below)."""
     up = prep.group(1).lower() in ("above", "over", "past", "beyond")
@@ -252,6 +265,8 @@ def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None
             continue  # "to surpass the $0.00001 mark for the first time since 2021": it happened
         if CONDITION.search(left[-80:]):
             continue  # "Best coins to buy if Bitcoin falls below $30K": a condition, not a forecast
+        if wished_or_revised(left, right):
+            continue
         after_mentions = [m for m in mentions if m.start >= amount.end and m.start - amount.end <= 2]
         if after_mentions and not amount.currency and not re.match(r"\s*(?:price|target|level)", unit[after_mentions[0].end:], re.I):
             continue  # "6 million ETH", "6,000 BTC": a number of coins
@@ -319,8 +334,6 @@ def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None
         if prep:
             direction = prep_direction(left, prep)
             neutral = False
-        elif _HOLD.search(left):
-            direction, neutral = "below", False  # "struggling to hold $30": a floor it may lose
         if neutral:
             level = LEVEL.match(right) or LEVEL.match(re.sub(r"^\s*(?:[\w$]+\s+)?", " ", right, count=1))
             if level:
@@ -349,10 +362,13 @@ def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None
                 continue
             direction = None  # a level with no direction in the words: the asset's reference price decides (derive)
         priced = nominal or bool(_PRICE_BEFORE.search(left[-40:]) or _PRICE_AFTER.match(right))
+        # "struggling to hold $30": a floor it may lose; asked "below" once the price shows it is a question at all
+        hold = "1" if direction is None and not prep and _HOLD.search(left) else ""
         return Found(
             kind=PRICE, ticker=asset, unit=unit, anchor=(amount.start, amount.end), comparator=direction,
             threshold=amount.value, currency="USD",
-            detail={"written": amount.text, "currency": amount.currency or "", "priced": "1" if priced else ""},
+            detail={"written": amount.text, "currency": amount.currency or "", "priced": "1" if priced else "",
+                    "hold": hold},
         )
     return None
 

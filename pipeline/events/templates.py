@@ -114,9 +114,19 @@ _LOOKBACK = re.compile(
 _SUPERLATIVE = re.compile(r"\b(?:\w+est|biggest|most|record|first\s+time|best|worst)\b", re.I)
 
 
+# A weekday after a move that happened: "Bitcoin Rose on Monday", "touched $150 on Tuesday" (the day just past).
+_PAST_ON_DAY = re.compile(
+    r"(?<!\bto\s)(?<!\bwill\s)(?<!\bcould\s)(?<!\bcan\s)(?<!\bmay\s)(?<!\bmight\s)(?<!\bwould\s)"
+    r"\b(?:rose|fell|dropped|dipped|slid|sank|surged|jumped|climbed|rallied|tumbled|plunged|soared|gained|lost|touched"
+    r"|hit|topped|reached|crossed|broke|closed|ended|traded|was|were|did|saw|posted|recorded|logged|added|shed)"
+    r"(?:\s+(?!(?:by|before|until|till|next|this|coming)\b)[\w$.,%]+){0,3}?\s+(?:on\s+|last\s+)?$", re.I)
+
+
 def lookback(unit: str, hit: DateHit) -> bool:
     """Whether an "in N days/weeks/months" phrase measures the past ("up 20% in one week", "biggest inflow day
-    in 2 months")."""
+    in 2 months"), or a weekday names the day of a past move ("Bitcoin Rose on Monday")."""
+    if hit.rule == "weekday":
+        return bool(_PAST_ON_DAY.search(unit, max(0, hit.start - 60), hit.start))
     if hit.rule != "offset":
         return False
     before = unit[max(0, hit.start - 60) : hit.start]
@@ -254,6 +264,9 @@ def _issuer(unit: str, asset_mention: Mention) -> str | None:
 
 def find_etf(unit: str, mentions: list[Mention], article_text: str) -> Found | None:
     """A pending SEC decision on a spot ETF for one asset."""
+    low = unit.lower()
+    if not ("etf" in low or "etp" in low or "trust" in low or "exchange-traded" in low):
+        return None  # cheap: the fund's word is needed below (``_ETF_WORD``)
     if not _SEC.search(article_text) or _OTHER_REGULATOR.search(unit):
         return None
     decision = _ETF_DECISION.search(unit)
@@ -361,6 +374,9 @@ _PAST_UNLOCK = re.compile(r"\bunlocked\b|\b(?:completed|finished|concluded)\b", 
 
 def find_unlock(unit: str, mentions: list[Mention]) -> Found | None:
     """A scheduled unlock of one token (a date is required later)."""
+    low = unit.lower()
+    if "unlock" not in low and "release" not in low:  # cheap: most sentences name neither (the patterns need one)
+        return None
     if _PAST_UNLOCK.search(unit):
         return None
     trig = _UNLOCK_VERB.search(unit) or _UNLOCK_NOUN.search(unit)
@@ -485,10 +501,32 @@ _LAUNCH_OF = re.compile(
 )
 
 
+# What may stand between an asset and "mainnet" when the mainnet is the asset's own: "Monad to Launch Mainnet", "Sui's
+# Long-Awaited Mainnet", "Aptos Sets Mainnet Launch Date"; any other word names a project of its own.
+_OWN_MAINNET_GAP = re.compile(
+    r"(?:\s|'s?|,|(?i:to|will|set|sets|is|are|finally|officially|formally|plans?|prepares?|gears?|readies|ready|up|for"
+    r"|launch|launches|launching|roll|rolls|rolling|out|go|goes|going|live|opens?|opening|debuts?|debuting|unveils?"
+    r"|announces?|confirms?|reveals?|date|its|the|public|full|long-awaited|much-awaited|highly-anticipated"
+    r"|anticipated|awaited|upcoming|new|network|blockchain|chain|on|of|hits?|reach(?:es)?|arrives?|comes?|coming|lands?"
+    r"|be|been|being|expected|scheduled|slated|due|poised|likely|about|gets?|getting|launched|\(\w+\)|v?\d[\w.]*)\b"
+    r"|[a-z][\w-]*\b)*+",  # lower-case words are prose, not a project's name ("Starknet staking will hit mainnet")
+)
+
+
+_HOST_BEFORE = re.compile(r"\b(?:on|atop|built\s+on|based\s+on|within|inside)\s+(?:the\s+)?$", re.I)
+
+
+# One of these is in every match of ``_LAUNCH_OF``, ``_LAUNCH_VERB`` and ``_TRIGGER``.
+_UPGRADE_WORDS = ("launch", "roll", "releas", "activat", "debut", "ship", "deploy", "upgrade", "fork", "mainnet")
+
+
 def find_upgrade(
     unit: str, mentions: list[Mention], published_at: datetime, title_name: str | None, fallback: str | None
 ) -> Found | None:
     """A named upgrade, hard fork, product or mainnet launch with a date ahead (the date is checked later)."""
+    low = unit.lower()
+    if not any(w in low for w in _UPGRADE_WORDS):
+        return None  # cheap: every pattern below needs one of these words
     of = _LAUNCH_OF.search(unit)
     # the name ends the noun phrase ("launch of Polkadot 2.0 set for Q1"), it does not qualify one ("launch of
     # the US's first HBAR Trust", "launch of Solana ETFs")
@@ -535,6 +573,11 @@ def find_upgrade(
         if name is None and (form == "upgrade" or noun == "launch"):
             continue  # "the next hard fork", "the launch": of what?
         before = [m for m in mentions if m.end <= trig.start()]
+        if before and form == "mainnet" and not name and (
+                not _OWN_MAINNET_GAP.fullmatch(unit, before[-1].end, trig.start())
+                or _HOST_BEFORE.search(unit, 0, before[-1].start)):
+            continue  # "Berachain DeFi Protocol Infrared to Launch Mainnet", "a protocol on Berachain, said its
+            # mainnet": another project's mainnet
         if before:
             asset = before[-1].ticker
         elif len({m.ticker for m in mentions}) == 1:
@@ -609,6 +652,9 @@ _PREPOSITIONS = frozenset("into onto with without from about after before amid v
 
 def upgrade_name(unit: str, mentions: list[Mention]) -> str | None:
     """A named upgrade or fork anywhere in a sentence, testnet ones included (to name a later bare mention)."""
+    low = unit.lower()
+    if "upgrade" not in low and "fork" not in low:
+        return None
     for trig in _TRIGGER.finditer(unit):
         if "fork" in trig.group("noun").lower() or trig.group("noun").lower() == "upgrade":
             name = _name_before(unit, trig.start(), mentions)
