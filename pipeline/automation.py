@@ -89,10 +89,24 @@ def prune_snapshots(context: dg.OpExecutionContext, snapshots: SnapshotsResource
     return len(removed)
 
 
-@dg.job(description="Daily: prune old snapshots and fetch logs, checkpoint the warehouse.")
+@dg.op(description="Delete finished Dagster runs older than run_history_days (not those holding an asset's latest "
+       "materialization).")
+def prune_run_history(context: dg.OpExecutionContext) -> int:
+    from pipeline.history import mark_done, prune_runs
+    from warehouse.config import get_settings
+
+    settings = get_settings()
+    deleted = prune_runs(context.instance, settings.run_history_days)
+    mark_done(settings)
+    context.log.info(f"deleted {deleted} Dagster runs older than {settings.run_history_days} days")
+    return deleted
+
+
+@dg.job(description="Daily: prune old snapshots, fetch logs and Dagster runs, checkpoint the warehouse.")
 def maintenance() -> None:
     prune_and_checkpoint()
     prune_snapshots()
+    prune_run_history()
 
 
 # `articles` per publication day on the workers (`cryptowire worker`, Celery over CRYPTOWIRE_REDIS_URL): a Dagster

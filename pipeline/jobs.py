@@ -271,6 +271,11 @@ def materialize(
         finally:
             running.clear()
             stop.set()
+        if not stop_requested.is_set():
+            from pipeline.history import housekeep_if_due
+
+            for line in housekeep_if_due(settings, instance):  # a home run by cron alone has no daemon to do it
+                say(f"housekeeping: {line}")
     stopped = stop_requested.is_set()
     if stopped and not result.success:  # Dagster records an interrupted run as failed: it was canceled
         instance.report_run_canceled(result.dagster_run, message="stopped by SIGINT/SIGTERM")

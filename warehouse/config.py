@@ -121,6 +121,9 @@ class Settings(BaseSettings):
             raise ValueError(problem)
         return value
     fetch_log_days: int = Field(default=30, ge=1, description="Days of feed_fetches rows kept by the maintenance job.")
+    run_history_days: int = Field(
+        default=7, ge=1, description="Days of finished Dagster runs kept (about 0.6 MB a run on SQLite); the runs "
+        "holding each asset's latest materialization are always kept.")
 
     # --- enrichment ------------------------------------------------------------
     sentiment_threads: int = Field(default=0, ge=0, description="Sentiment inference threads (0: number of cores).")
