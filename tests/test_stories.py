@@ -119,6 +119,20 @@ def test_the_window_bounds_a_story() -> None:
     assert c.add(Item("z", T0 + timedelta(hours=200), v, v, **said)) != first  # same words a week later: another story
 
 
+def test_look_alike_reports_a_day_apart_do_not_chain_one_story_for_weeks() -> None:
+    """An operator's review: a price bot's daily look-alike headlines, each within the window of the one before,
+    made one story of 22 days. A story spans at most MAX_SPAN (96 h) from its first article."""
+    v = np.ones(4, dtype=np.float32) / 2
+    said = {"title_words": frozenset({"bitcoin", "gains"}), "lede_words": frozenset({"bitcoin", "gains"}),
+            "names": frozenset({"bitcoin"})}
+    c = Clusterer()
+    stories = [c.add(Item(f"d{k}", T0 + timedelta(hours=20 * k), v, v, **said)) for k in range(26)]  # 21 days
+    firsts = {sid: T0 + timedelta(hours=20 * stories.index(sid)) for sid in stories}
+    spans = [T0 + timedelta(hours=20 * k) - firsts[sid] for k, sid in enumerate(stories)]
+    assert max(spans) <= timedelta(hours=96) and len(set(stories)) >= 5, (len(set(stories)), max(spans))
+    assert stories[0] == stories[1] == stories[4]  # within the span they still join
+
+
 def _unit(*xs: float) -> np.ndarray:
     v = np.array(xs, dtype=np.float32)
     return v / np.linalg.norm(v)
