@@ -235,6 +235,8 @@ def _warehouse(settings: Settings, published: Published | None = None, serving: 
         con.close()
     for f in feeds:
         f["at"] = iso_utc(f["at"])
+        if not f["in_last_run"]:  # history, not the feed's state now: an alert on "error" must not fire for it
+            f["last_error"], f["error"] = f["error"], None
     found = {"exists": True, "counts": counts, "newest_article": iso_utc(newest), "feeds": feeds, "upgrade": upgrade}
     return found if behind is None else {**found, "behind": behind}
 
@@ -562,6 +564,8 @@ def render(report: dict[str, Any]) -> str:
                 lines.append("  not fetched by the last run (disabled, removed from the feeds file, or moved to "
                              "another URL):")
             result = f"ERROR {f['error']}" if f["error"] else ("unchanged" if f["not_modified"] else "ok")
+            if f.get("last_error"):
+                result = f"then: ERROR {f['last_error']}"
             if f.get("warning") and not f["error"]:
                 shown, was_cut = _one_line(f["warning"], WARNING_SHOWN)
                 cut = cut or was_cut

@@ -468,6 +468,31 @@ def test_status_shows_updates_and_sets_apart_feeds_the_last_run_did_not_fetch(
     assert lines[at + 3].startswith("  not fetched by the last run") and lines[at + 4].split()[0] == "B"
 
 
+def test_a_feed_no_longer_fetched_keeps_its_last_error_as_history_not_as_an_error_now(
+    tmp_path: Path, settings: Settings, local_server: LocalServer
+) -> None:
+    """An operator's review: a feed moved away from a 404 URL kept `"error"` in `status --json` for 30 days (for
+    ever without the daemon), so an alert on it kept firing after the fix."""
+    from pipeline.status import _warehouse, render
+
+    home_settings = settings.model_copy(update={"home": tmp_path / "home"})
+    home_settings.home.mkdir()
+    con = connect(home_settings.warehouse_path)
+    local_server.routes["/a.xml"] = static(three_items(), RSS)
+    local_server.routes["/new.xml"] = static(rss(item("Only in C", "https://c.example/1")), RSS)
+    ingest(con, [Feed("A", local_server.url("/a.xml")), Feed("C", local_server.url("/gone.xml"))], home_settings)
+    ingest(con, [Feed("A", local_server.url("/a.xml")), Feed("C", local_server.url("/new.xml"))], home_settings)
+    con.close()
+    report = {"home": "h", "warehouse": "w", "snapshots": "s", "feeds_file": "f", **_warehouse(home_settings),
+              "serving": {"complete": False, "current": None, "problem": "none yet"}}
+    now = [f for f in report["feeds"] if f["in_last_run"]]
+    then = [f for f in report["feeds"] if not f["in_last_run"]]
+    assert [f["error"] for f in now] == [None, None] and len(then) == 1
+    assert then[0]["error"] is None and "404" in then[0]["last_error"], then
+    text = render(report)
+    assert "then: ERROR" in text and "\n  C " in text.split("not fetched by the last run")[0], text
+
+
 def test_the_first_source_s_edit_applies_when_an_earlier_feed_carries_a_copy(
     con: duckdb.DuckDBPyConnection, settings: Settings, local_server: LocalServer
 ) -> None:
