@@ -806,6 +806,7 @@ def test_horizons_not_read_answered_questions_and_dreams_give_no_question(title:
     ("Cardano Fell on Tuesday; Bulls Now Target $1.20", "Will Cardano close above $1.20 on October 31, 2026?"),
     ("Solana to $400? Bank Cuts Its Target to $250", "Will Solana close above $250 on October 31, 2026?"),
     ("Solana Eyes $400 This Cycle", "Will Solana close above $400 on October 31, 2026?"),  # readers' default date
+    ("Cardano Next Target $1.50 per Analysts", "Will Cardano close above $1.50 on October 31, 2026?"),  # a source
 ])
 def test_a_past_weekday_and_a_revised_target_are_read_as_meant(title: str, question: str) -> None:
     events, refused = derive(title)

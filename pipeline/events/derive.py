@@ -330,7 +330,9 @@ _NOT_PRICE_NOUN = re.compile(
     re.I)
 # "The cost to mine one bitcoin could rise to $95,000": the cost named before the asset.
 _COST_OF = re.compile(r"\b(?:costs?|price)\s+(?:to|of)\s+(?:mine|mining|produc\w+|mint\w*)\b[^,;:]*$", re.I)
-_PER = re.compile(r"\s*(?:[\w-]+\s+){0,2}per\s+(?!coin\b|token\b)", re.I)
+_PER = re.compile(r"\s*(?:[\w-]+\s+){0,2}per\s+(?!coin\b|token\b|analysts?\b|experts?\b|traders?\b|reports?\b|data\b"
+                  r"|sources?\b|the\s+(?:analyst|report|chart|data)|[A-Z]\w*\s+(?:Research|Capital|Analytics))",
+                  re.I)  # "$3 per wallet" is an amount per something; "$3 per analysts" is a source
 
 
 def _not_its_price(found: Found, name: str) -> bool:
