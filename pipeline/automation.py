@@ -66,13 +66,12 @@ rederive_events_job = dg.define_asset_job(
 
 @dg.op(pool="duckdb_writer", description="Delete feed_fetches rows older than the retention, then CHECKPOINT the warehouse.")
 def prune_and_checkpoint(context: dg.OpExecutionContext, warehouse: WarehouseResource) -> int:
+    from pipeline.history import delete_old_fetches
     from warehouse.config import get_settings
 
     days = get_settings().fetch_log_days
     with warehouse.connect() as con:
-        deleted = con.execute(
-            f"DELETE FROM feed_fetches WHERE started_at < now()::TIMESTAMP - INTERVAL {int(days)} DAY"
-        ).fetchall()[0][0]
+        deleted = delete_old_fetches(con, days)
         con.execute("CHECKPOINT")
     context.log.info(f"deleted {deleted} feed_fetches rows older than {days} days; checkpointed")
     return deleted

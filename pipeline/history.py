@@ -44,15 +44,19 @@ def prune_runs(instance: Any, days: int, now: datetime | None = None) -> int:
     return deleted
 
 
+def delete_old_fetches(con: Any, days: int) -> int:
+    """Delete feed_fetches rows older than ``days``; returns how many."""
+    return con.execute(
+        f"DELETE FROM feed_fetches WHERE started_at < now()::TIMESTAMP - INTERVAL {int(days)} DAY").fetchall()[0][0]
+
+
 def prune_fetch_log(settings: Settings, lock_wait: float | None = None) -> int:
-    """Delete feed_fetches rows older than ``fetch_log_days``; returns how many."""
+    """``delete_old_fetches`` on the warehouse, older than ``fetch_log_days``."""
     from warehouse.db import connect
 
     con = connect(settings.warehouse_path, lock_wait=lock_wait)
     try:
-        days = int(settings.fetch_log_days)
-        return con.execute(
-            f"DELETE FROM feed_fetches WHERE started_at < now()::TIMESTAMP - INTERVAL {days} DAY").fetchall()[0][0]
+        return delete_old_fetches(con, settings.fetch_log_days)
     finally:
         con.close()
 
@@ -74,17 +78,24 @@ def housekeep_if_due(settings: Settings, instance: Any) -> list[str]:
         return []
     from warehouse.db import WarehouseLocked
 
-    done = []
-    runs = prune_runs(instance, settings.run_history_days)
-    if runs:
-        done.append(f"deleted {runs} Dagster runs older than {settings.run_history_days} days")
+    done, complete = [], True
+    try:
+        runs = prune_runs(instance, settings.run_history_days)
+        if runs:
+            done.append(f"deleted {runs} Dagster runs older than {settings.run_history_days} days")
+    except Exception as exc:  # a busy run store ("database is locked"): the run itself succeeded, say so and go on
+        complete = False
+        done.append(f"Dagster runs not pruned ({type(exc).__name__}: {str(exc).splitlines()[0][:120]}); the next run "
+                    "will try again")
     try:
         rows = prune_fetch_log(settings, lock_wait=5)
         if rows:
             done.append(f"deleted {rows} feed_fetches rows older than {settings.fetch_log_days} days")
     except WarehouseLocked:  # another process writes the warehouse: the next run prunes them
+        complete = False
         done.append("feed_fetches not pruned: another process holds the warehouse (the next run will)")
-    mark_done(settings)
+    if complete:
+        mark_done(settings)
     return done
 
 

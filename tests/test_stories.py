@@ -131,6 +131,11 @@ def test_look_alike_reports_a_day_apart_do_not_chain_one_story_for_weeks() -> No
     spans = [T0 + timedelta(hours=20 * k) - firsts[sid] for k, sid in enumerate(stories)]
     assert max(spans) <= timedelta(hours=96) and len(set(stories)) >= 5, (len(set(stories)), max(spans))
     assert stories[0] == stories[1] == stories[4]  # within the span they still join
+    # An article arriving late, dated before a story's first one, may not stretch it past the span either.
+    c = Clusterer()
+    late = [c.add(Item(f"e{k}", T0 + timedelta(hours=20 * k), v, v, **said)) for k in range(5)]  # 80 h
+    assert len(set(late)) == 1
+    assert c.add(Item("early", T0 - timedelta(hours=40), v, v, **said)) != late[0]
 
 
 def _unit(*xs: float) -> np.ndarray:

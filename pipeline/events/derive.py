@@ -16,6 +16,7 @@ from pipeline.events.numbers import find_amounts, format_money
 from pipeline.events.price import find_price
 from pipeline.events.reference import DIRECTION_MARGIN, SETTLED_MARGIN, Reference, default_reference
 from pipeline.events.templates import (
+    CLAUSE_BREAK,
     ETF,
     LISTING,
     PRICE,
@@ -150,8 +151,10 @@ def derive_article(
     title_tickers = {m.ticker for m in mentions[0]} if units else set()
     fallback = next(iter(title_tickers)) if len(title_tickers) == 1 else None
     context = f"{title} {summary}"
-    if _ANSWERED.search(context):
+    if answered(title, summary):
         return None  # "Will Bitcoin Hit $100K This Week? It Just Did": the article reports the outcome
+    # "Bitcoin Is Not Going to $50K, Says Saylor": the summary's prices ("as BTC trades at $110,000") are no question
+    denied = bool(title) and bool(find_amounts(title)) and bool(_DENIED_TITLE.search(title))
     for i, unit in enumerate(units):
         ms = mentions[i]
         for found in (
@@ -164,13 +167,15 @@ def derive_article(
             if found is None or (found.ticker not in tickers
                                  and not (found.kind == UPGRADE and found.ticker in named_apps)):
                 continue
-            if _called_off(found):
+            if _called_off(found) or (denied and found.kind == PRICE):
                 continue  # off, denied or done: no question to ask
             if found.kind == PRICE and found.comparator is None:
                 direction = direction_by_reference(found, published, reference)
                 if direction is None:
                     continue  # "is SOL headed to $150?" with SOL near $150: up or down, the words do not say
-                found = replace(found, comparator="below" if found.detail.get("hold") else direction)
+                if found.detail.get("hold") and direction == "above":
+                    continue  # "Can XRP hold $3.20?" with XRP at $2.40: no floor to lose, the words are off
+                found = replace(found, comparator=direction)
             when = _resolution_date(found, i, units, local, mentions)
             if when is None:
                 continue
@@ -181,7 +186,7 @@ def derive_article(
                     refused.setdefault(key, reason)
                 continue
             return _candidate(article, found, when, names, title, summary, published)
-    if not learned:
+    if not learned or denied:
         return None
     # Scored first (cheap), checked and dated only when sure enough: the surest viable level is the question.
     model = default_model()
@@ -377,9 +382,16 @@ _CALLED_OFF = re.compile(
     r"|debunk\w*|fake\s+news"
     # doubted: "Most analysts don't expect ... to reach", "Few believe", "Traders doubt XRP can hit" (not "no doubt")
     r"|(?:do|does|did)(?:n'?t|\s+not)\s+(?:expect|see|think|believe|foresee)|(?<!\ba\s)few\s+(?:\w+\s+)?(?:believe|expect"
-    r"|think|see|bet)|s[ck]eptic\w*|(?<!\bno\s)(?<!\blittle\s)(?<!\bin\s)(?<!\bwithout\sa\s)doubt(?:s|ed|ful|ing)?|improbable"
+    r"|think|see|bet)|s[ck]eptical\s+(?:that|of|about|whether)|(?:are|is|remain|remains|stay|stays)\s+s[ck]eptical"
+    r"|(?<!\bno\s)(?<!\blittle\s)(?<!\bwithout\sa\s)doubt(?:s|ed)?\s+(?:that|whether|if|\w+\s+(?:can|will|could|would))"
+    r"|doubtful|improbable"
     r"|far-fetched|pipe\s+dream)\b", re.I)
 _CLAUSE_EDGE = re.compile(r"[,;:]|\s[-\u2013\u2014]\s|\u2014")
+
+
+_DENIED_TITLE = re.compile(
+    r"\b(?:not\s+going\s+to|won'?t|will\s+not|never|isn'?t\s+going|rejects?|dismiss(?:es|ed)?|scoffs?\s+at|laughs?\s+off"
+    r"|debunks?|no\s+way)\b", re.I)
 
 
 def _called_off(found: Found) -> bool:
@@ -439,20 +451,37 @@ def _resolution_time(found: Found, index: int, units: list[str], published: date
             hit = pick_date(other, published, (key.start(), key.end()), False)
         if hit is not None:
             return hit.when
-    if found.kind != PRICE or _UNREAD_HORIZON.search(found.unit):
-        return None  # "by the end of the decade", "this cycle": a horizon the default month end would misdate
+    if found.kind != PRICE or _unread_horizon(found):
+        return None  # "by the end of the decade": a horizon the default month end would misdate
     return default_price_date(published)
+
+
+def _unread_horizon(found: Found) -> bool:
+    """A horizon the date rules do not read, said of the level: within its clause, from a few words before it."""
+    unit, (start, end) = found.unit, found.anchor
+    left = max((m.end() for m in _CLAUSE_EDGE.finditer(unit, max(0, start - 40), start)), default=max(0, start - 40))
+    right = min((m.start() for p in (_CLAUSE_EDGE, CLAUSE_BREAK) for m in [p.search(unit, end)] if m), default=len(unit))
+    return _UNREAD_HORIZON.search(unit, left, right) is not None
 
 
 # Horizons the date rules do not read: the default (the month's end) would ask a decade's forecast within weeks.
 _UNREAD_HORIZON = re.compile(
-    r"\b(?:(?:end\s+of\s+)?(?:the|this|next)\s+decade|mid-?year|(?:by|before|until|this|next|in)\s+(?:the\s+)?"
-    r"(?:summer|spring|autumn|fall|winter)|(?:over|in|within)\s+(?:the\s+)?next\s+(?:\d+|few|several|two|three)\s+"
-    r"(?:months|years)|within\s+(?:a|one|two|three|\d+)\s+years?|fiscal\s+year"
-    r"|(?:coming|next\s+few)\s+years|someday|one\s+day|eventually|(?:by|in)\s+the\s+20\d0s)\b", re.I)
+    r"\b(?:by|before|until|within|over|in|during)\s+(?:the\s+)?(?:end\s+of\s+(?:the|this)\s+decade|(?:this|next)\s+"
+    r"decade|mid-?year|summer|spring|autumn|fall|winter|next\s+(?:\d+|few|several|two|three)\s+(?:months|years)"
+    r"|(?:a|one|two|three|\d+)\s+years?|(?:coming|next\s+few)\s+years|(?:its\s+)?fiscal\s+year|the\s+20\d0s)\b"
+    r"|\b(?:someday|eventually)\b", re.I)
 # ("this cycle" and "long-term" are not here: readers give them the default date, as the guideline says.)
-# The question already answered by the article: "Will Bitcoin Hit $100K This Week? It Just Did".
-_ANSWERED = re.compile(r"\b(?:just|already)\s+did\b|\bdid\s+(?:it|so)\s+(?:already|on\s+\w+day)\b", re.I)
+# The question already answered, right after it: "Will Bitcoin Hit $100K This Week? It Just Did", or a question
+# headline whose summary opens with the answer ("SOL already did on Tuesday").
+_ANSWER = r"[^.?!]{0,40}?\b(?:just|already)\s+did\b"
+_ANSWERED_AFTER = re.compile(r"\?\s*" + _ANSWER, re.I)
+_ANSWERED_FIRST = re.compile(r"^" + _ANSWER, re.I)
+
+
+def answered(title: str, summary: str) -> bool:
+    """Whether the article answers its own question with the outcome ("... This Week? It Just Did")."""
+    return bool(_ANSWERED_AFTER.search(title) or _ANSWERED_AFTER.search(summary)
+                or (title.rstrip().endswith("?") and _ANSWERED_FIRST.match(summary)))
 
 
 def _exact_day(found: Found, index: int, units: list[str], published: datetime, period_end: datetime) -> datetime | None:

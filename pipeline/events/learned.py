@@ -27,6 +27,7 @@ from pipeline.events.price import (
     COUNT_AFTER,
     COUNT_BEFORE,
     FIRST_TIME,
+    HOLD,
     LEVEL,
     NEGATED,
     NOT_A_PRICE,
@@ -133,6 +134,8 @@ def candidates(units: list[str], mentions: list[list[Mention]], tickers: set[str
             if asset is None or asset not in tickers:
                 continue
             price = reference.price_at(asset, published)
+            if price and amount.value > price and HOLD.search(left):
+                continue  # "Can XRP hold $3.20?" with XRP at $2.40: no floor to lose (as for the rules)
             # No direction (None) still makes a training row; derivation skips it.
             found = Found(kind=PRICE, ticker=asset, unit=unit, anchor=(amount.start, amount.end),
                           comparator=direction(unit, amount.start, amount.end, price, amount.value),

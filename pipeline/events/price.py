@@ -223,14 +223,21 @@ PREP_BEFORE = re.compile(r"\b(above|over|past|beyond|below|under|beneath)\s+(?:t
 _STAY = re.compile(r"\b(?:stay|stays|staying|remain|remains|remaining|hold|holds|holding|keep|keeps|keeping)\s+$", re.I)
 
 
-_HOLD = re.compile(r"\b(?:hold|holds|holding|keep|keeps|keeping|defend|defends|defending)\s+(?:on(?:to)?\s+)?(?:the\s+)?$",
+HOLD = re.compile(r"\b(?:hold|holds|holding|keep|keeps|keeping|defend|defends|defending)\s+(?:on(?:to)?\s+)?(?:the\s+)?$",
                    re.I)
 
 
-_WISH = re.compile(r"\b(?:dream(?:s|ing|ed)?\s+(?:of|about)|wish(?:es|ing)?\s+(?:for)?|fantas\w+\s+(?:of|about)|hop(?:e|es|ing)"
+_WISH = re.compile(r"\b(?:dream(?:s|ing|ed)?\s+(?:of|about)|wish(?:es|ing)?(?:\s+for)?|fantas\w+\s+(?:of|about)|hop(?:e|es|ing)"
                    r"\s+for)\s+(?:a\s+|the\s+)?$", re.I)
-_TARGET_CUT = re.compile(r"[^.;!]*?\b(?:cuts?|lowers?|slashes|slash|trims?|reduces?|downgrades?|halves)\s+(?:\w+\s+){0,3}?"
-                         r"(?:price\s+)?(?:target|forecast|prediction)s?\s+(?:by\s+[\d.]+%\s+)?to\b", re.I)
+# Within the level's own clause, a few words on: "Ether to $8,000? Standard Chartered Cuts Target to $4,000" (not
+# "... $150,000 by Year-End Even as JPMorgan Cuts Its Ether Target to $4,000": another clause, another asset).
+_TARGET_CUT = re.compile(r"(?:(?!\b(?:as|while|but|whereas|even)\b)[^.;!,:]){0,40}?\b(?:cuts?|lowers?|slashes|slash|trims?"
+                         r"|reduces?|downgrades?|halves)\s+(?:\w+\s+){0,3}?(?:price\s+)?(?:target|forecast|prediction)s?\s+"
+                         r"(?:by\s+[\d.]+%\s+)?to\b", re.I)
+
+
+_AS_LEVEL = re.compile(r"\s*(?:-\s*\$?[\d.,]+\s*[kmb]?\s+)?(?:as\s+(?:the\s+|a\s+)?(?:next\s+|key\s+|major\s+|new\s+|strong\s+)?)"
+                       r"?(?:(?P<down>support|floor)|(?P<up>resistance|ceiling))(?:\s+(?:zone|area|level|band))?\b", re.I)
 
 
 def wished_or_revised(left: str, right: str) -> bool:
@@ -334,6 +341,8 @@ def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None
         if prep:
             direction = prep_direction(left, prep)
             neutral = False
+        elif as_level := _AS_LEVEL.match(right):  # "Eye $70,000-$72,000 as Next Support": a floor, asked "below"
+            direction, neutral = ("below" if as_level.group("down") else "above"), False
         if neutral:
             level = LEVEL.match(right) or LEVEL.match(re.sub(r"^\s*(?:[\w$]+\s+)?", " ", right, count=1))
             if level:
@@ -363,7 +372,7 @@ def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None
             direction = None  # a level with no direction in the words: the asset's reference price decides (derive)
         priced = nominal or bool(_PRICE_BEFORE.search(left[-40:]) or _PRICE_AFTER.match(right))
         # "struggling to hold $30": a floor it may lose; asked "below" once the price shows it is a question at all
-        hold = "1" if direction is None and not prep and _HOLD.search(left) else ""
+        hold = "1" if direction is None and not prep and HOLD.search(left) else ""
         return Found(
             kind=PRICE, ticker=asset, unit=unit, anchor=(amount.start, amount.end), comparator=direction,
             threshold=amount.value, currency="USD",

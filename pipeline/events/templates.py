@@ -92,7 +92,7 @@ _OTHER_DEADLINE = re.compile(
 )
 # A clause of its own after the question's object ("...; Convert STRK before December 5", "... — Users must ...").
 # ", but not until Q2 2027" / ", but only by 2028" restricts the question's own date: no break there.
-_CLAUSE_BREAK = re.compile(r";|\s[-\u2013\u2014]\s|\u2014|\s(?:as|while|amid|whereas)\s"
+CLAUSE_BREAK = re.compile(r";|\s[-\u2013\u2014]\s|\u2014|\s(?:as|while|amid|whereas)\s"
                            r"|,\s+(?:but|yet)\s(?!(?:not|only)\s+(?:until|before|by|in|after)\b)", re.I)
 
 
@@ -114,19 +114,30 @@ _LOOKBACK = re.compile(
 _SUPERLATIVE = re.compile(r"\b(?:\w+est|biggest|most|record|first\s+time|best|worst)\b", re.I)
 
 
-# A weekday after a move that happened: "Bitcoin Rose on Monday", "touched $150 on Tuesday" (the day just past).
+# A weekday after a move that happened: "Bitcoin Rose on Monday", "touched $150 on Tuesday", "went live on Sunday"
+# (the day just past); not after a modal earlier in the clause ("Could Briefly Hit $130,000 on Friday").
 _PAST_ON_DAY = re.compile(
-    r"(?<!\bto\s)(?<!\bwill\s)(?<!\bcould\s)(?<!\bcan\s)(?<!\bmay\s)(?<!\bmight\s)(?<!\bwould\s)"
     r"\b(?:rose|fell|dropped|dipped|slid|sank|surged|jumped|climbed|rallied|tumbled|plunged|soared|gained|lost|touched"
-    r"|hit|topped|reached|crossed|broke|closed|ended|traded|was|were|did|saw|posted|recorded|logged|added|shed)"
+    r"|hit|topped|reached|crossed|broke|closed|ended|traded|was|were|did|saw|posted|recorded|logged|added|shed"
+    r"|went\s+live|launched|activated|shipped|deployed|released|unlocked|listed|debuted|completed|finalized)"
     r"(?:\s+(?!(?:by|before|until|till|next|this|coming)\b)[\w$.,%]+){0,3}?\s+(?:on\s+|last\s+)?$", re.I)
+_MODAL = re.compile(r"\b(?:could|can|will|would|may|might|should|must|to|set\s+to|expected\s+to|poised\s+to)\b", re.I)
+_EDGE = re.compile(r"[,;:?!]|\s[-\u2013\u2014]\s")
+
+
+def _past_day(unit: str, hit: DateHit) -> bool:
+    m = _PAST_ON_DAY.search(unit, max(0, hit.start - 60), hit.start)
+    if m is None:
+        return False
+    clause = max((e.end() for e in _EDGE.finditer(unit, 0, m.start())), default=0)
+    return _MODAL.search(unit, clause, m.start()) is None
 
 
 def lookback(unit: str, hit: DateHit) -> bool:
     """Whether an "in N days/weeks/months" phrase measures the past ("up 20% in one week", "biggest inflow day
     in 2 months"), or a weekday names the day of a past move ("Bitcoin Rose on Monday")."""
     if hit.rule == "weekday":
-        return bool(_PAST_ON_DAY.search(unit, max(0, hit.start - 60), hit.start))
+        return _past_day(unit, hit)
     if hit.rule != "offset":
         return False
     before = unit[max(0, hit.start - 60) : hit.start]
@@ -162,6 +173,11 @@ _OTHER_EVENT_BETWEEN = re.compile(
     r"|if|unless|following|during|despite|thanks\s+to|because|since|before\s+[A-Z][\w.]*(?:'s|\u2019s))\b", re.I)
 
 
+# "will hit the Hoodi testnet on March 4": a rehearsal's date, not the mainnet upgrade's.
+_TESTNET_DATE = re.compile(r"\b(?:testnets?|devnets?|sepolia|holesky|hoodi|goerli|preprod)\b(?:(?!mainnet)[^.;,]){0,40}$",
+                           re.I)
+
+
 def pick_date(unit: str, published_at: datetime, anchor: tuple[int, int], price: bool | None = None,
               own: re.Pattern[str] | None = None) -> DateHit | None:
     """The date phrase that belongs to the question: the nearest one after its object, else the nearest
@@ -172,6 +188,7 @@ def pick_date(unit: str, published_at: datetime, anchor: tuple[int, int], price:
     hits = [
         h for h in find_dates(unit, published_at)
         if not _FOREIGN_DATE.search(unit[: h.start]) and not foreign_deadline(unit, h) and not lookback(unit, h)
+        and not (not price and _TESTNET_DATE.search(unit, max(0, h.start - 60), h.start))
         and not owned_by_other(unit, h, price) and not (price and h.rule == "hours" and h.end <= anchor[0])
     ]
     # A daily close hours away is no market: "could hit $120,000 within 48 hours" gives no question (not the default
@@ -184,7 +201,7 @@ def pick_date(unit: str, published_at: datetime, anchor: tuple[int, int], price:
     if own is not None:  # a date in a later clause is the object's only when that clause names it again
         # (no endpos: a break's lookahead reads past the date's start, ", but only by 2028")
         hits = [h for h in hits if h.start < anchor[1] or not (brk := [
-                    b for b in _CLAUSE_BREAK.finditer(unit, anchor[1]) if b.end() <= h.start])
+                    b for b in CLAUSE_BREAK.finditer(unit, anchor[1]) if b.end() <= h.start])
                 or own.search(unit, brk[-1].end(), h.start)]
     after = [h for h in hits if h.start >= anchor[1]]
     if price:  # a level's own date follows it closely; one behind other words is theirs ("... as Fed meets on ...")
@@ -206,7 +223,7 @@ def pick_date(unit: str, published_at: datetime, anchor: tuple[int, int], price:
 _ETF_WORD = re.compile(r"\b(?:ETF|ETP|exchange-traded\s+(?:fund|product))s?\b|\bTrust\b(?!\s+Wallet)")
 _ETF_DECISION = re.compile(
     r"\b(?:to\s+(?:decide|rule|approve|act)|will\s+(?:decide|rule|approve)|decision\s+(?:is\s+)?(?:still\s+)?due"
-    r"|decide\s+by|deadline|has\s+until|must\s+(?:decide|rule|act)|(?:is|are)\s+due|delays?|delayed|postpones?|postponed|extends?|pushes\s+back"
+    r"|decide\s+by|deadline|has\s+until|must\s+(?:decide|rule|act)|(?:is|are)\s+due(?!\s+to\s+(?:begin|start|launch|trade|list|debut|go))|delays?|delayed|postpones?|postponed|extends?|pushes\s+back"
     r"|(?:could|may|might|expected\s+to|set\s+to|likely\s+to)\s+approve|approval\s+(?:is\s+)?(?:expected|due)"
     r"|approval\s+(?:could|may|might|will|is\s+(?:expected|likely)\s+to)\s+come"
     r"|(?:predict|expect|anticipat|bet|odds|chances?)\w*\s+(?:of\s+|on\s+|for\s+)?(?:an?\s+|the\s+)?(?:SEC\s+)?approval"
@@ -369,7 +386,10 @@ _UNLOCK_NOUN = re.compile(
     r"|\b(?:upcoming|scheduled|next|set\s+for)\s+(?:\$?[\w.,]+\s+){0,3}?(?:token\s+)?unlocks?\b",
     re.I,
 )
-_PAST_UNLOCK = re.compile(r"\bunlocked\b|\b(?:completed|finished|concluded)\b", re.I)
+_PAST_UNLOCK = re.compile(r"(?<!\bbe\s)\bunlocked\b|\b(?:completed|finished|concluded)\b", re.I)
+# "31.34 million OP tokens will be unlocked on May 31"
+_UNLOCK_PASSIVE = re.compile(r"\b(?:will|to|set\s+to|scheduled\s+to|due\s+to|are\s+set\s+to|is\s+set\s+to)\s+be\s+"
+                             r"(?P<verb>unlocked|released)\b", re.I)
 
 
 def find_unlock(unit: str, mentions: list[Mention]) -> Found | None:
@@ -379,9 +399,12 @@ def find_unlock(unit: str, mentions: list[Mention]) -> Found | None:
         return None
     if _PAST_UNLOCK.search(unit):
         return None
-    trig = _UNLOCK_VERB.search(unit) or _UNLOCK_NOUN.search(unit)
+    trig = _UNLOCK_VERB.search(unit) or _UNLOCK_PASSIVE.search(unit) or _UNLOCK_NOUN.search(unit)
     if not trig:
         return None
+    if trig.re is _UNLOCK_PASSIVE and trig.group("verb").lower() == "released" and not re.search(
+            r"\btokens?\b", unit[: trig.start()], re.I):
+        return None  # "the report will be released on May 31": not tokens
     if trig.re is _UNLOCK_VERB and trig.group("verb").lower() == "release" and not re.match(
             r"\s*(?:\$?[\d.,]+\s*(?:[kmb]|million|billion)?\s+(?:worth\s+of\s+)?(?:\w+\s+){0,2}?tokens?|(?:\w+\s+){0,3}tokens?)",
             unit[trig.end() :], re.I):
@@ -504,7 +527,8 @@ _LAUNCH_OF = re.compile(
 # What may stand between an asset and "mainnet" when the mainnet is the asset's own: "Monad to Launch Mainnet", "Sui's
 # Long-Awaited Mainnet", "Aptos Sets Mainnet Launch Date"; any other word names a project of its own.
 _OWN_MAINNET_GAP = re.compile(
-    r"(?:\s|'s?|,|(?i:to|will|set|sets|is|are|finally|officially|formally|plans?|prepares?|gears?|readies|ready|up|for"
+    r"(?:\s|'s?|,|:|-|(?i:to|will|set|sets|is|are|finally|officially|formally|plans?|prepares?|gears?|readies|ready|up|for"
+    r"|highly|much|long|eagerly|hotly|most|first|official|final|big|major|fully|now|soon|today|tomorrow"
     r"|launch|launches|launching|roll|rolls|rolling|out|go|goes|going|live|opens?|opening|debuts?|debuting|unveils?"
     r"|announces?|confirms?|reveals?|date|its|the|public|full|long-awaited|much-awaited|highly-anticipated"
     r"|anticipated|awaited|upcoming|new|network|blockchain|chain|on|of|hits?|reach(?:es)?|arrives?|comes?|coming|lands?"

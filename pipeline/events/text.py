@@ -23,9 +23,10 @@ def clean(text: str) -> str:
 
 
 # A link to another article that feeds append to a summary ("Related: Can Tron Reach $1?"): that article's words,
-# not this one's. Everything from the label on is left out.
+# not this one's. Everything from the label on is left out (after a sentence: "Trending: ..." opening a summary is
+# its own text).
 _LINKED = re.compile(
-    r"(?:^|(?<=[.!?\"')\]]))\s*[\[(]?(?:read\s+(?:more|also|next|this)|also\s+read|related(?:\s+(?:reading|news|articles?"
+    r"(?<=[.!?\"')\]])\s{0,3}[\[(]?(?:read\s+(?:more|also|next|this)|also\s+read|related(?:\s+(?:reading|news|articles?"
     r"|stories|coverage|posts?))?|recommended(?:\s+(?:reading|for\s+you|stories))?|trending(?:\s+(?:now|stories|news))?"
     r"|you\s+(?:may|might)\s+also\s+(?:like|read)|don'?t\s+miss|must\s+read|editor'?s\s+picks?|top\s+stories"
     r"|see\s+also|suggested(?:\s+reading)?|more\s+news|further\s+reading|continue\s+reading|up\s+next)"
