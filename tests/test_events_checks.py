@@ -835,6 +835,7 @@ def test_a_launch_reported_on_a_past_weekday_and_a_dismissed_level_give_no_quest
     ("Solana Could Hit $300 by December 31", "Solana could repeat what Ethereum already did in 2021.",
      "Will Solana close above $300 on December 31, 2026?"),
     ("Bitcoin Could Briefly Hit $130,000 on Friday", "", "Will Bitcoin close above $130,000 on October 9, 2026?"),
+    ("Cardano Could Tap $1.50 This Month", "", "Will Cardano close above $1.50 on October 31, 2026?"),
 ])
 def test_support_ranges_passive_unlocks_and_what_the_new_checks_leave_alone(title: str, summary: str,
                                                                             question: str) -> None:

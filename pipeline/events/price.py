@@ -12,7 +12,7 @@ from pipeline.events.templates import MAX_PRICE, PRICE, Found
 _UP_VERBS = (
     r"hit|reach|top|touch|tag|see|climb|rise|rally|surge|soar|jump|run|pump|rocket|fly|explode|break|breach"
     r"|cross|exceed|surpass|clear|return|reclaim|retake|recover|rebound|go|push|smash|blast|flip|print"
-    r"|overtake|challenge|spike|zoom|shoot\s+up|revisit\s+highs\s+of|skyrocket|moon|go\s+parabolic|explode"
+    r"|overtake|challenge|spike|zoom|shoot\s+up|revisit\s+highs\s+of|skyrocket|moon|go\s+parabolic|explode|tap"
 )
 _DOWN_VERBS = (
     r"drop|fall|sink|slide|slip|dip|tumble|plunge|crash|slump|decline|retreat|correct|collapse|plummet|crater"
