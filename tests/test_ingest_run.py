@@ -440,16 +440,27 @@ def test_the_raw_date_check_accepts_a_real_date_a_later_fetch_brought(
     assert con.execute(bad).fetchall() == [(1,)]
 
 
+def _status_home(tmp_path: Path, settings: Settings) -> tuple[Settings, duckdb.DuckDBPyConnection]:
+    home_settings = settings.model_copy(update={"home": tmp_path / "home"})
+    home_settings.home.mkdir()
+    return home_settings, connect(home_settings.warehouse_path)
+
+
+def _status_report(home_settings: Settings) -> dict:
+    from pipeline.status import _warehouse
+
+    return {"home": "h", "warehouse": "w", "snapshots": "s", "feeds_file": "f", **_warehouse(home_settings),
+            "serving": {"complete": False, "current": None, "problem": "none yet"}}
+
+
 def test_status_shows_updates_and_sets_apart_feeds_the_last_run_did_not_fetch(
     tmp_path: Path, settings: Settings, local_server: LocalServer
 ) -> None:
     """An edit showed as `new 0 ok` (no updated count), and a feed disabled, removed or moved to another URL kept
     its old line as if it were current."""
-    from pipeline.status import _warehouse, render
+    from pipeline.status import render
 
-    home_settings = settings.model_copy(update={"home": tmp_path / "home"})
-    home_settings.home.mkdir()
-    con = connect(home_settings.warehouse_path)
+    home_settings, con = _status_home(tmp_path, settings)
     local_server.routes["/a.xml"] = static(three_items(), RSS)
     local_server.routes["/b.xml"] = static(rss(item("Only in B", "https://b.example/1")), RSS)
     ingest(con, [Feed("A", local_server.url("/a.xml")), Feed("B", local_server.url("/b.xml"))], home_settings)
@@ -457,8 +468,7 @@ def test_status_shows_updates_and_sets_apart_feeds_the_last_run_did_not_fetch(
     ingest(con, [Feed("A", local_server.url("/a.xml")), Feed("B", local_server.url("/b.xml"), enabled=False)],
            home_settings)
     con.close()
-    report = {"home": "h", "warehouse": "w", "snapshots": "s", "feeds_file": "f", **_warehouse(home_settings),
-              "serving": {"complete": False, "current": None, "problem": "none yet"}}
+    report = _status_report(home_settings)
     a, b = report["feeds"]
     assert (a["feed"], a["updated"], a["in_last_run"]) == ("A", 1, True)
     assert (b["feed"], b["in_last_run"]) == ("B", False)
@@ -473,18 +483,15 @@ def test_a_feed_no_longer_fetched_keeps_its_last_error_as_history_not_as_an_erro
 ) -> None:
     """An operator's review: a feed moved away from a 404 URL kept `"error"` in `status --json` for 30 days (for
     ever without the daemon), so an alert on it kept firing after the fix."""
-    from pipeline.status import _warehouse, render
+    from pipeline.status import render
 
-    home_settings = settings.model_copy(update={"home": tmp_path / "home"})
-    home_settings.home.mkdir()
-    con = connect(home_settings.warehouse_path)
+    home_settings, con = _status_home(tmp_path, settings)
     local_server.routes["/a.xml"] = static(three_items(), RSS)
     local_server.routes["/new.xml"] = static(rss(item("Only in C", "https://c.example/1")), RSS)
     ingest(con, [Feed("A", local_server.url("/a.xml")), Feed("C", local_server.url("/gone.xml"))], home_settings)
     ingest(con, [Feed("A", local_server.url("/a.xml")), Feed("C", local_server.url("/new.xml"))], home_settings)
     con.close()
-    report = {"home": "h", "warehouse": "w", "snapshots": "s", "feeds_file": "f", **_warehouse(home_settings),
-              "serving": {"complete": False, "current": None, "problem": "none yet"}}
+    report = _status_report(home_settings)
     now = [f for f in report["feeds"] if f["in_last_run"]]
     then = [f for f in report["feeds"] if not f["in_last_run"]]
     assert [f["error"] for f in now] == [None, None] and len(then) == 1
