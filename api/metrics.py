@@ -19,6 +19,9 @@ answering worker's: every worker opens the newest published snapshot within CRYP
 from __future__ import annotations
 
 import asyncio
+import glob
+import os
+import struct
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from contextvars import ContextVar
@@ -29,6 +32,7 @@ import anyio.to_thread
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import choose_encoder
+from prometheus_client.mmap_dict import MmapedDict
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 from starlette.requests import Request
@@ -85,7 +89,7 @@ class Metrics:
         self.exposed = r  # what a scrape reports
         if self.shared is not None:  # every worker's files (this one's included), not this worker's values
             self.exposed = CollectorRegistry()
-            MultiProcessCollector(self.exposed, str(self.shared))
+            SharedCollector(self.exposed, str(self.shared))
             self.exposed.register(self.snapshot)
         self.pool_reader: asyncio.Task[None] | None = None
 
@@ -123,6 +127,29 @@ class Metrics:
         while True:
             await asyncio.sleep(POOL_READ_SECONDS)
             self.read_pdf_pool(state.extras.get("pdf_pool"))
+
+
+class SharedCollector(MultiProcessCollector):
+    """Every worker's files, skipping one a worker is creating at this very moment (a replacement for a killed
+    worker: a scrape then read a file shorter than its header, and the whole scrape failed with a 500). Such a
+    file holds no values yet; a file that stays unreadable is skipped too, instead of failing every scrape."""
+
+    def collect(self) -> Any:
+        files = [f for f in glob.glob(os.path.join(self._path, "*.db")) if _readable(f)]
+        return self.merge(files, accumulate=True)
+
+
+def _readable(path: str, tries: int = 3) -> bool:
+    for attempt in range(tries):
+        try:
+            MmapedDict.read_all_values_from_file(path)
+            return True
+        except FileNotFoundError:  # a dead worker's live gauges, dropped meanwhile
+            return False
+        except (struct.error, ValueError, RuntimeError):  # being written: its header and data not all there yet
+            if attempt + 1 < tries:
+                time.sleep(0.01)
+    return False
 
 
 class SnapshotCollector(Collector):
