@@ -13,6 +13,7 @@ Every error has ``extensions.code``; an unexpected failure is logged and answere
 
 from __future__ import annotations
 
+import asyncio
 import html
 import json
 import logging
@@ -100,6 +101,7 @@ class NewsComponent:
         self.documents = DocumentCache()
         self._preparing: dict[str, int] = {}  # new documents of each key being prepared or waiting (event loop only)
         self._prepare_limiter: anyio.CapacityLimiter | None = None  # made on the event loop that uses it
+        self._pending: dict[str, asyncio.Future[Prepared]] = {}  # documents being prepared, by text
         self.plans: OrderedDict[tuple[Any, ...], tuple[Plan, int]] = OrderedDict()  # used from the event loop only
 
     # ------------------------------------------------------------------------------------------- routes
@@ -211,8 +213,16 @@ class NewsComponent:
             return err.graphql_response()
 
     async def _prepare(self, caller: Caller, query: str) -> Prepared:
-        """Parse and validate a document not seen before, in the one preparing thread; a key that already has
-        ``PREPARE_PER_KEY`` such documents in hand gets a free 429."""
+        """Parse and validate a document not seen before, in the one preparing thread; requests for a document
+        already being prepared wait for it (a burst of one new query is one preparation, not a 429 each); a key that
+        already has ``PREPARE_PER_KEY`` other documents in hand gets a free 429."""
+        while (pending := self._pending.get(query)) is not None:
+            try:
+                return await asyncio.shield(pending)
+            except asyncio.CancelledError:
+                if not pending.cancelled():
+                    raise  # this request was cancelled
+                # the request preparing it went away first: prepare it here (or wait for whoever took it over)
         waiting = self._preparing.get(caller.key_id, 0)
         if waiting >= PREPARE_PER_KEY:
             raise ApiError(
@@ -224,10 +234,21 @@ class NewsComponent:
             )
         if self._prepare_limiter is None:
             self._prepare_limiter = anyio.CapacityLimiter(PREPARE_THREADS)
+        future: asyncio.Future[Prepared] = asyncio.get_running_loop().create_future()
+        future.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved, waiters or not
+        self._pending[query] = future
         self._preparing[caller.key_id] = waiting + 1
         try:
-            return await anyio.to_thread.run_sync(self.documents.get, query, limiter=self._prepare_limiter)
+            prepared = await anyio.to_thread.run_sync(self.documents.get, query, limiter=self._prepare_limiter)
+            future.set_result(prepared)
+            return prepared
+        except Exception as exc:  # an error of the document (or ours): the waiters get it too
+            future.set_exception(exc)
+            raise
         finally:
+            if not future.done():
+                future.cancel()
+            self._pending.pop(query, None)
             left = self._preparing[caller.key_id] - 1
             if left:
                 self._preparing[caller.key_id] = left

@@ -39,6 +39,9 @@ def test_one_key_flooding_new_documents_is_slowed_and_others_are_served(tmp_path
     _, other_key = access.store.create_key("other", "wide", ["news"])
     access.store.close()
 
+    async def same(api: ApiServer) -> list[httpx.Response]:  # one new document, many requests at once
+        return await burst(api.url(f"/crypto-news/{flood_key}"), [document(50)] * 30)
+
     async def both(api: ApiServer) -> tuple[list[httpx.Response], list[httpx.Response]]:
         return await asyncio.gather(
             burst(api.url(f"/crypto-news/{flood_key}"), [document(n) for n in range(16)]),
@@ -46,6 +49,9 @@ def test_one_key_flooding_new_documents_is_slowed_and_others_are_served(tmp_path
         )
 
     with ApiServer(create_app(settings)) as api:
+        # CI run 39: a burst of one new document (two API processes, 400 requests) got 429s from the limit below;
+        # requests for a document being prepared wait for that one preparation.
+        assert [r.status_code for r in asyncio.run(same(api))] == [200] * 30
         flood, other = asyncio.run(both(api))
         refused = [r for r in flood if r.status_code == 429]
         served = [r for r in flood if r.status_code == 200]
@@ -61,5 +67,5 @@ def test_one_key_flooding_new_documents_is_slowed_and_others_are_served(tmp_path
             r = httpx.post(api.url(f"/crypto-news/{flood_key}"), json={"query": document(n)}, timeout=60)
             assert r.status_code == 200, r.text
         usage = httpx.get(api.url(f"/api/usage/{flood_key}")).json()["today"]
-        assert usage["cuUsedToday"] == sum(int(r.headers["x-cu-cost"]) for r in served) + 4 * int(
+        assert usage["cuUsedToday"] == sum(int(r.headers["x-cu-cost"]) for r in served) + 34 * int(
             r.headers["x-cu-cost"])
