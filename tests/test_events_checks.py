@@ -843,6 +843,29 @@ def test_support_ranges_passive_unlocks_and_what_the_new_checks_leave_alone(titl
     assert events == [question], refused
 
 
+@pytest.mark.parametrize(("title", "summary", "question"), [
+    ("Bears Target $3,200 for Ethereum After Failed Breakout", "",
+     "Will Ethereum close below $3,200 on October 31, 2026?"),
+    ("Solana's Bearish Target Is $150, Chartist Warns", "", "Will Solana close below $150 on October 31, 2026?"),
+    ("Bitcoin's Price Target Is $160,000, Says Analyst", "", "Will Bitcoin close above $160,000 on October 31, 2026?"),
+    ("Bitcoin $150K in Sight as ETF Demand Returns", "", "Will Bitcoin close above $150,000 on October 31, 2026?"),
+    ("BTC at $170,000 by December, Says Broker", "", "Will Bitcoin close above $170,000 on December 31, 2026?"),
+])
+def test_targets_named_with_is_or_for_levels_in_sight_and_forecasts_at_a_level(title: str, summary: str,
+                                                                             question: str) -> None:
+    events, refused = derive(title, summary)
+    assert events == [question], refused
+
+
+@pytest.mark.parametrize("title", [
+    "Bitcoin at $125,000 After CPI Surprise",  # a level reached: "at" with no horizon after it
+    "Bitcoin at $125,000: Traders Book Profits Before Weekend",
+])
+def test_a_price_at_a_level_without_a_horizon_is_no_forecast(title: str) -> None:
+    events, refused = derive(title)
+    assert events == [], refused
+
+
 def test_a_fund_due_to_begin_trading_is_no_pending_decision() -> None:
     events, refused = derive("SEC Approves Spot Solana ETF; Fund Is Due to Begin Trading October 28")
     assert events == [], refused

@@ -119,6 +119,12 @@ def test_next_weekday_within_the_same_week_is_ambiguous() -> None:
     assert resolve_phrase("on Friday", monday) == datetime(2025, 12, 12)
 
 
+def test_next_weekday_written_on_that_weekday_is_a_week_on() -> None:
+    friday = datetime(2025, 12, 12, 9, 0)
+    assert resolve_phrase("next Friday", friday) == datetime(2025, 12, 19)
+    assert resolve_phrase("on Friday", friday) is None  # today or a week on: not knowable
+
+
 def test_year_end_on_new_years_eve_is_not_after_publication() -> None:
     assert resolve_phrase("by year-end", datetime(2025, 12, 31, 9, 0)) is None
 

@@ -326,6 +326,8 @@ def _weekday(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
     target = _WEEKDAYS.index(m["wd"].lower())
     ahead = (target - today.weekday()) % 7
     if ahead == 0:
+        if m["which"] and m["which"].lower() == "next":
+            return _with_time(today + timedelta(days=7), m)  # "next Friday" written on a Friday: a week on
         return None, False  # "on Wednesday" written on a Wednesday: today or a week on, not knowable
     if m["which"] and m["which"].lower() == "next" and today.weekday() < target:
         return None, False  # "next Friday" on a Monday: this week's or next week's, not knowable

@@ -87,6 +87,13 @@ _CUE_NOUN = re.compile(
 # "sending XLM to $0.42", "plan to take ETH to $10K": someone moves the asset, the headline asks nothing.
 _MOVED_BY = re.compile(r"\b(?:\w+(?:ing|ed)|take|drive|push|send|bring|boost|lift|propel|pull|get|put)\s+$", re.I)
 _HEADLINE_TO = re.compile(r"\bto\s+$", re.I)  # "Bitcoin to $150K by 2026?" - checked with the asset right before
+# "BTC at $150,000 by June, Says Bernstein": "at" is a forecast only with a horizon right after the level.
+_HEADLINE_AT = re.compile(r"\bat\s+$", re.I)
+_HORIZON_AFTER = re.compile(r"^\s*(?:by|before)\s+\w", re.I)
+# "$25 in Sight", "Bitcoin $100K Within Reach?": the level is in view, not reached.
+_IN_SIGHT_AFTER = re.compile(
+    r"^\s*(?:[A-Z]{2,6}\s+)?(?:(?:is|now|finally|firmly|back|come[s]?|comes\s+into|into)\s+)*"
+    r"(?:in\s+sight|within\s+reach|in\s+view|on\s+the\s+horizon)\b", re.I)
 _RIGHT_TARGET = re.compile(
     r"^\s*(?:(?P<asset>[\w$]+)\s+)?(?:price\s+)?(?P<what>target|prediction|forecast|call|projection)s?\b", re.I
 )
@@ -174,6 +181,8 @@ _CUE_PUSH = re.compile(
 )
 # "cuts 2025 ether price target by 60% to $4,000", "raises its BTC target to $150K": a target is an upside level.
 _CUE_TARGET_TO = re.compile(r"\b(?:price\s+)?(?:target|forecast|prediction)s?\s+(?:by\s+[\d.]+%\s+)?to\s+$", re.I)
+# "Bitcoin's Bearish Target Is $65,000": a target named with "is"; its direction comes from bears or the price.
+_CUE_TARGET_IS = re.compile(r"\b(?:price\s+)?target\s+(?:is|now\s+at|sits\s+at|stands\s+at)\s+$", re.I)
 # "XRP price explosion to $5 in the cards", "explosive breakout to $5", "rally to $15 possible"
 _CUE_NOMINAL = re.compile(
     r"\b(?:(?P<up>explosion|eruption|rally|surge|pump|run|rocket|moonshot|jump|breakout|spike|climb|rise|ascent|rebound"
@@ -318,6 +327,14 @@ def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None
                 neutral = True
         if cue_start is None and (m := _CUE_TARGET_TO.search(left)):
             cue_start, direction = m.start(), "above"
+        if cue_start is None and (m := _CUE_TARGET_IS.search(left)):
+            cue_start, neutral = m.start(), True
+        if cue_start is None and _HEADLINE_AT.search(left) and _HORIZON_AFTER.match(right):
+            before = [m for m in mentions if m.end <= amount.start]
+            if before and re.fullmatch(r"\s*(?:\([A-Z0-9]+\)\s*)?(?:price\s+)?at\s*", unit[before[-1].end : amount.start], re.I):
+                cue_start, neutral = before[-1].start, True
+        if cue_start is None and _IN_SIGHT_AFTER.match(right):
+            cue_start, neutral = amount.start, True
         if cue_start is None and _FORWARD.search(unit):
             m = _CUE_PUSH.search(left) or _CUE_NOMINAL.search(left)
             if m:
@@ -364,6 +381,9 @@ def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None
         if asset is None and target:  # "$64K target for Bitcoin"
             asset = next((m.ticker for m in mentions if m.start >= amount.end
                           and re.fullmatch(r"\s*(?:price\s+)?\w+\s+(?:for|on)\s+", unit[amount.end : m.start], re.I)), None)
+        if asset is None and _AIM.search(left[cue_start : amount.start]):  # "Bears Target $2,200 for Ethereum"
+            asset = next((m.ticker for m in mentions if m.start >= amount.end
+                          and re.fullmatch(r"\s*(?:for|on)\s+", unit[amount.end : m.start], re.I)), None)
         if asset is None:
             continue
         if direction is None:
