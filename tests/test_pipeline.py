@@ -92,6 +92,9 @@ def test_materialize_sample_end_to_end_and_again(isolated_home: Path) -> None:
     assert by_asset["raw_articles"]["metadata"]["updated"] == 0
     assert by_asset["articles"]["metadata"]["scored"] == 0
     assert by_asset["stories"]["metadata"]["new"] == 0 and by_asset["stories"]["metadata"]["embedded"] == 0
+    # events come from the memo of the first run: no article is derived again
+    assert by_asset["prediction_events"]["metadata"]["articles_derived"] == 0
+    assert by_asset["prediction_events"]["metadata"]["articles_considered"] == n_articles
     con = duckdb.connect(str(isolated_home / "warehouse.duckdb"), read_only=True)
     try:
         assert con.execute("SELECT max(updated_at) FROM raw_articles").fetchall()[0][0] == updated_before

@@ -9,11 +9,6 @@ from pipeline.automation import FOLLOW, WHEN_MISSING
 from pipeline.resources import WarehouseResource
 from warehouse.crashpoints import crash_point
 
-ARTICLE_SQL = """
-SELECT id, title, summary, url, image_url, source_name, published_at, tickers, topics, published_offset
-FROM articles
-"""  # articles without tickers too: an app's own upgrade ("Aave v4 mainnet launch") is asked of its token
-
 
 @dg.asset(
     group_name="derive",
@@ -95,7 +90,7 @@ def asset_reference_prices(context: dg.AssetExecutionContext, warehouse: Warehou
 )
 def prediction_events(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
     from models.tagging import load_registry
-    from pipeline.events import ArticleIn, derive_events
+    from pipeline.events.memo import derive_changed, fingerprint
     from pipeline.events.reference import default_reference
     from warehouse.db import utcnow
     from warehouse.events import merge_events
@@ -103,27 +98,25 @@ def prediction_events(context: dg.AssetExecutionContext, warehouse: WarehouseRes
 
     names = {a.symbol: a.name for a in load_registry()}
     with warehouse.connect() as con:
-        inputs = [
-            ArticleIn(
-                id=r[0], title=r[1], summary=r[2], url=r[3], image_url=r[4], source_name=r[5],
-                published_at=r[6], tickers=tuple(r[7] or ()), topics=tuple(r[8] or ()), published_offset=r[9],
-            )
-            for r in con.execute(ARTICLE_SQL).fetchall()
-        ]
-        reference = default_reference().with_prices(load_prices(con))
+        prices = load_prices(con)
+        reference = default_reference().with_prices(prices)
         refused: dict[str, str] = {}
-        candidates = derive_events(inputs, names, reference=reference, refused=refused)
-        # Every article was read: a stored event not derived now is withdrawn (kept, with the reason).
+        # Only the articles whose inputs changed are derived; the rest come from the memo of earlier runs, unless
+        # the rules, the registry or the reference prices changed (a new fingerprint derives every article).
+        candidates, derived = derive_changed(con, names, reference, fingerprint(names, prices), refused)
+        considered = con.execute("SELECT count(*) FROM articles").fetchall()[0][0]
+        # The candidates cover every article: a stored event not among them is withdrawn (kept, with the reason).
         report = merge_events(con, candidates, utcnow(), complete=True, refused=refused)
         total, open_ = con.execute(
             "SELECT count(*), count(*) FILTER (WHERE date > now()::TIMESTAMP AND withdrawn_reason IS NULL) "
             "FROM prediction_events"
         ).fetchall()[0]
     crash_point("events:committed")
-    context.log.info(f"{len(candidates)} candidate events from {len(inputs)} articles")
+    context.log.info(f"{len(candidates)} candidate events from {considered} articles ({derived} derived anew)")
     return dg.MaterializeResult(
         metadata={
-            "articles_considered": len(inputs),
+            "articles_considered": considered,
+            "articles_derived": derived,
             "candidates": len(candidates),
             "rows": total,
             "open": open_,

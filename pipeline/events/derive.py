@@ -110,11 +110,15 @@ def derive_events(
     refused are added to ``refused`` (event id -> reason), so that a published event can say why it is gone."""
     finder = AssetFinder(names, aliases)
     reference = reference or default_reference()
+    found = (derive_article(article, names, finder, reference, refused, learned) for article in articles)
+    return group_candidates(c for c in found if c is not None)
+
+
+def group_candidates(candidates: Iterable[EventCandidate]) -> list[EventCandidate]:
+    """One candidate per question: the oldest source's, with every article asking it; oldest source first."""
     groups: dict[str, list[EventCandidate]] = {}
-    for article in articles:
-        candidate = derive_article(article, names, finder, reference, refused, learned)
-        if candidate is not None:
-            groups.setdefault(candidate.id, []).append(candidate)
+    for candidate in candidates:
+        groups.setdefault(candidate.id, []).append(candidate)
     events = []
     for group in groups.values():
         group.sort(key=lambda c: (c.source_published_at, c.source_article_id))

@@ -1,0 +1,108 @@
+"""The ``prediction_events`` step with the derivation memo: a run with nothing new, and one with 1 % new articles,
+against the full pass every run made before (the memo's first run), on one warehouse in the same run.
+
+    .venv/bin/python bench/events_memo.py [--articles 50000]
+
+The warehouse holds copies of every labelled article the project ships (models/eval/events.jsonl and events_unseen.jsonl:
+real headlines and summaries, tagged once), each copy with its own id and a publication time shifted by whole days. Each step is
+what the asset does: derive (the memo's stale articles only) and merge into ``prediction_events``. Prints JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def labelled() -> list[dict]:
+    from models.tagging import get_tagger
+
+    tag = get_tagger().tag
+    out = []
+    for name in ("events.jsonl", "events_unseen.jsonl"):  # as bench/events.py
+        for line in (ROOT / "models" / "eval" / name).read_text(encoding="utf-8").splitlines():
+            item = json.loads(line)
+            published = datetime.fromisoformat(item["published_at"]).replace(tzinfo=None)
+            tags = tag(item["title"], item.get("summary") or "", published)
+            out.append({"title": item["title"], "summary": item.get("summary") or "", "published_at": published,
+                        "source_name": item.get("source_name") or item.get("publisher") or "Bench Wire", "tickers": list(tags.symbols),
+                        "topics": list(tags.topics)})
+    return out
+
+
+def copies(items: list[dict], n: int, start: int) -> list[dict]:
+    rows = []
+    for i in range(start, start + n):
+        item = items[i % len(items)]
+        rows.append({**item, "id": f"a_bench{i:09d}", "url": f"https://bench.example/{i}",
+                     "published_at": item["published_at"] + timedelta(days=i // len(items))})
+    return rows
+
+
+def put(con, rows: list[dict]) -> None:
+    import pyarrow as pa
+
+    con.register("_bench", pa.Table.from_pylist(rows))
+    con.execute(
+        "INSERT INTO articles (id, source_name, feed_url, url, title, summary, authors, categories, published_at, "
+        "fetched_at, content_hash, tickers, topics) SELECT id, source_name, 'https://bench.example/rss', url, title, "
+        "summary, [], [], published_at, published_at, id, tickers, topics FROM _bench")
+    con.unregister("_bench")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--articles", type=int, default=50_000)
+    args = parser.parse_args()
+
+    from models.tagging import load_registry
+    from pipeline.events.memo import derive_changed, fingerprint
+    from pipeline.events.reference import default_reference
+    from warehouse.db import connect, utcnow
+    from warehouse.events import merge_events
+    from warehouse.prices import load_prices
+
+    names = {a.symbol: a.name for a in load_registry()}
+    items = labelled()
+    with tempfile.TemporaryDirectory() as tmp:
+        con = connect(Path(tmp) / "warehouse.duckdb")
+        put(con, copies(items, args.articles, 0))
+
+        def step() -> dict:
+            started, cpu = time.perf_counter(), time.process_time()
+            prices = load_prices(con)
+            refused: dict[str, str] = {}
+            candidates, derived = derive_changed(con, names, default_reference().with_prices(prices),
+                                                 fingerprint(names, prices), refused)
+            merge_events(con, candidates, utcnow(), complete=True, refused=refused)
+            return {"seconds": round(time.perf_counter() - started, 3), "cpu_s": round(time.process_time() - cpu, 3),
+                    "derived": derived, "events": len(candidates)}
+
+        full = step()
+        nothing_new = step()
+        put(con, copies(items, args.articles // 100, args.articles))
+        one_percent = step()
+        con.close()
+    print(json.dumps({
+        "bench": "events_memo", "at": datetime.now().isoformat(timespec="seconds"),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+                    "load_1m": os.getloadavg()[0]},
+        "articles": args.articles, "labelled_items": len(items),
+        "full_pass": full, "nothing_new": nothing_new, "one_percent_new": one_percent,
+        "ratio_nothing_new_to_full": round(nothing_new["seconds"] / full["seconds"], 4),
+        "ratio_one_percent_to_full": round(one_percent["seconds"] / full["seconds"], 4),
+    }, indent=2))
+
+
+if __name__ == "__main__":
+    main()

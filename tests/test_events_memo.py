@@ -1,0 +1,133 @@
+"""Deriving only the articles that changed (pipeline.events.memo) gives what deriving every article gives: two real
+DuckDB warehouses take the same articles, edits and prices, one through the memo, one with a full pass each run."""
+
+from __future__ import annotations
+
+import json
+from datetime import date, datetime, timedelta
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pytest
+
+from models.tagging import load_registry
+from pipeline.events import derive_events
+from pipeline.events.evaluate import eval_tagging
+from pipeline.events.memo import derive_changed, fingerprint
+from pipeline.events.reference import default_reference
+from warehouse.db import connect
+from warehouse.events import WITHDRAWN_DEFAULT, merge_events
+from warehouse.event_memo import COLUMNS
+from warehouse.prices import load_prices
+
+PROJECT = Path(__file__).resolve().parents[1]
+NAMES = {a.symbol: a.name for a in load_registry()}
+NOW = datetime(2026, 11, 24, 12, 0)
+
+
+@pytest.fixture(scope="module")
+def labelled() -> list[dict]:
+    """The bundled sample's labelled articles, tagged as the pipeline tags them."""
+    tag, _, _ = eval_tagging()
+    out = []
+    for line in (PROJECT / "models/eval/events.jsonl").read_text().splitlines():
+        item = json.loads(line)
+        published = datetime.fromisoformat(item["published_at"])
+        tickers, topics = tag(item["title"], item["summary"], published)
+        out.append({"id": "a_" + item["key"].replace("#", "_"), "source_name": item["source_name"],
+                    "url": item.get("guid"), "title": item["title"], "summary": item["summary"],
+                    "published_at": published, "tickers": list(tickers), "topics": list(topics)})
+    return out
+
+
+def put(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> None:
+    con.register("_t", pa.Table.from_pylist(rows))
+    con.execute(
+        "INSERT OR REPLACE INTO articles (id, source_name, feed_url, url, title, summary, authors, categories, "
+        "published_at, fetched_at, content_hash, tickers, topics) SELECT id, source_name, 'https://feed.example/rss', "
+        "url, title, summary, [], [], published_at, published_at, id, tickers, topics FROM _t")
+    con.unregister("_t")
+
+
+def by_memo(con: duckdb.DuckDBPyConnection, now: datetime) -> int:
+    prices = load_prices(con)
+    refused: dict[str, str] = {}
+    candidates, derived = derive_changed(con, NAMES, default_reference().with_prices(prices),
+                                         fingerprint(NAMES, prices), refused)
+    merge_events(con, candidates, now, complete=True, refused=refused)
+    return derived
+
+
+def by_full_pass(con: duckdb.DuckDBPyConnection, now: datetime) -> None:
+    from pipeline.events import ArticleIn
+
+    reference = default_reference().with_prices(load_prices(con))
+    inputs = [ArticleIn(*r) for r in con.execute(f"SELECT {', '.join(COLUMNS)} FROM articles ORDER BY published_at, id"
+                                                ).fetchall()]
+    refused: dict[str, str] = {}
+    merge_events(con, derive_events(inputs, NAMES, reference=reference, refused=refused), now, complete=True,
+                 refused=refused)
+
+
+def tables(con: duckdb.DuckDBPyConnection) -> tuple[list, list]:
+    return (con.execute("SELECT * FROM prediction_events ORDER BY id").fetchall(),
+            con.execute("SELECT * FROM prediction_event_sources ORDER BY ALL").fetchall())
+
+
+def test_the_memo_derives_only_what_changed_and_merges_what_a_full_pass_merges(
+        tmp_path: Path, labelled: list[dict]) -> None:
+    memo, full = connect(tmp_path / "memo.duckdb"), connect(tmp_path / "full.duckdb")
+    try:
+        def step(change, now: datetime) -> int:
+            for con in (memo, full):
+                change(con)
+            derived = by_memo(memo, now)
+            by_full_pass(full, now)
+            got, want = tables(memo), tables(full)
+            assert got == want
+            return derived
+
+        half = len(labelled) // 2
+        assert step(lambda con: put(con, labelled[:half]), NOW) == half
+        assert step(lambda con: None, NOW + timedelta(minutes=10)) == 0  # nothing new: nothing derived
+        assert step(lambda con: put(con, labelled[half:]), NOW + timedelta(minutes=20)) == len(labelled) - half
+        events = memo.execute("SELECT count(*) FROM prediction_events").fetchall()[0][0]
+        assert events >= 20
+
+        # Edits: a source article now asks another question, another asks none; both are derived again and the
+        # events they gave are withdrawn or moved as a full pass would.
+        sources = [r[0] for r in memo.execute(
+            "SELECT source_article_id FROM prediction_events ORDER BY source_article_id LIMIT 2").fetchall()]
+        edited = [dict(a) for a in labelled if a["id"] in sources]
+        edited[0].update(title="Bitcoin Could Hit $250,000 by Year-End, Analyst Says", tickers=["BTC"])
+        edited[1].update(title="Markets Quiet Ahead of the Weekend", summary="Nothing moved.")
+        assert step(lambda con: put(con, edited), NOW + timedelta(minutes=30)) == 2
+        assert memo.execute("SELECT count(*) FROM prediction_events WHERE withdrawn_reason IS NOT NULL"
+                            ).fetchall()[0][0] >= 1
+
+        # New reference prices are a new fingerprint: every article is derived again. These put every BTC level
+        # out of the price band, so the checks refuse the BTC questions and their events are withdrawn saying so.
+        days = [(date(2026, 10, 1) + timedelta(days=i), NOW) for i in range(60)]
+        assert step(lambda con: con.executemany("INSERT INTO asset_prices VALUES ('BTC', ?, 3.0, 'test', ?)", days),
+                    NOW + timedelta(hours=1)) == len(labelled)
+        reasons = {r[0] for r in memo.execute(
+            "SELECT withdrawn_reason FROM prediction_events WHERE asset = 'BTC' AND withdrawn_reason IS NOT NULL"
+        ).fetchall()}
+        assert reasons - {WITHDRAWN_DEFAULT}, reasons  # the checks' own reasons, carried through the memo
+        # An article gone from the warehouse leaves the memo; its events stay listed, as with a full pass.
+        gone = sources[0]
+        assert step(lambda con: con.execute("DELETE FROM articles WHERE id = ?", [gone]),
+                    NOW + timedelta(hours=2)) == 0
+        assert memo.execute("SELECT count(*) FROM event_memo WHERE article_id = ?", [gone]).fetchall()[0][0] == 0
+    finally:
+        memo.close()
+        full.close()
+
+
+def test_the_fingerprint_follows_the_rules_and_the_prices(tmp_path: Path) -> None:
+    prices = [("BTC", date(2026, 11, 1), 90000.0)]
+    first = fingerprint(NAMES, prices)
+    assert fingerprint(NAMES, list(prices)) == first
+    assert fingerprint(NAMES, [*prices, ("ETH", date(2026, 11, 1), 3000.0)]) != first
+    assert fingerprint({**NAMES, "BTC": "Bitcoin Core"}, prices) != first

@@ -1,0 +1,69 @@
+"""The memo of event derivation per article (table ``event_memo``): which articles must be derived again.
+
+Derivation reads one article at a time and nothing else but its rules and reference data, so a result stays right
+until the article's inputs or that reference data (the ``fingerprint``) change. A run derives the stale articles
+only, stores their results here, and merges the events of every article from the memo, as a full pass would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import duckdb
+
+from warehouse.db import transaction
+
+# Every column derivation reads, in ``pipeline.events.ArticleIn``'s order; a change to any re-derives the article.
+COLUMNS = ("id", "title", "summary", "url", "image_url", "source_name", "published_at", "tickers", "topics",
+           "published_offset")
+
+
+def _input_hash(alias: str) -> str:
+    return f"hash({', '.join(f'{alias}.{c}' for c in COLUMNS)})"
+
+
+def stale_articles(con: duckdb.DuckDBPyConnection, fingerprint: str) -> list[tuple[Any, ...]]:
+    """The articles with no memo under ``fingerprint`` for their current inputs: ``COLUMNS`` and the input hash."""
+    columns = ", ".join(f"a.{c}" for c in COLUMNS)
+    return con.execute(
+        f"""SELECT {columns}, {_input_hash("a")} FROM articles a
+        LEFT JOIN event_memo m ON m.article_id = a.id AND m.fingerprint = $fp
+        WHERE m.article_id IS NULL OR m.input_hash <> {_input_hash("a")}
+        ORDER BY a.id""",
+        {"fp": fingerprint},
+    ).fetchall()
+
+
+def store(con: duckdb.DuckDBPyConnection, fingerprint: str,
+          rows: Sequence[tuple[str, int, str | None, str | None]]) -> None:
+    """Record ``(article_id, input_hash, candidate_json, refused_json)`` of derived articles (replacing their earlier
+    rows), and drop the rows of other fingerprints and of articles no longer stored. One transaction."""
+    import pyarrow as pa  # only the events step needs it
+
+    table = pa.table({
+        "article_id": pa.array([r[0] for r in rows], pa.string()),
+        "input_hash": pa.array([r[1] for r in rows], pa.uint64()),
+        "candidate": pa.array([r[2] for r in rows], pa.string()),
+        "refused": pa.array([r[3] for r in rows], pa.string()),
+    })
+    con.register("_memo_new", table)
+    try:
+        with transaction(con):
+            con.execute("DELETE FROM event_memo WHERE fingerprint <> $fp", {"fp": fingerprint})
+            con.execute("DELETE FROM event_memo WHERE article_id NOT IN (SELECT id FROM articles) "
+                        "OR article_id IN (SELECT article_id FROM _memo_new)")
+            con.execute("INSERT INTO event_memo SELECT article_id, input_hash, $fp, candidate, refused FROM _memo_new",
+                        {"fp": fingerprint})
+    finally:
+        con.unregister("_memo_new")
+
+
+def results(con: duckdb.DuckDBPyConnection, fingerprint: str) -> list[tuple[str | None, str | None]]:
+    """``(candidate_json, refused_json)`` of every stored article that gave either, under ``fingerprint``, oldest
+    article first, the order a full pass reads them in."""
+    return con.execute(
+        "SELECT m.candidate, m.refused FROM event_memo m JOIN articles a ON a.id = m.article_id "
+        "WHERE m.fingerprint = $fp AND (m.candidate IS NOT NULL OR m.refused IS NOT NULL) ORDER BY a.published_at, a.id",
+        {"fp": fingerprint},
+    ).fetchall()
