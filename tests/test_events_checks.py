@@ -866,6 +866,60 @@ def test_a_price_at_a_level_without_a_horizon_is_no_forecast(title: str) -> None
     assert events == [], refused
 
 
+@pytest.mark.parametrize(("title", "summary"), [
+    # a call the headline mocks or judges
+    ("Traders Mock $300 Solana Target From Influencer", ""),
+    ("Ethereum at $10,000? Not This Cycle, Says Research Desk", ""),
+    ("Analysts Pour Cold Water on $250,000 Bitcoin Forecasts", ""),
+    # another article's headline behind a link label the summary ends with
+    ("Solana Foundation Publishes Annual Report", "The foundation held 12 million SOL. MORE: Can SOL Reclaim $300?"),
+    ("Bitcoin Miners Sell Less in September", "Miners kept their coins. Our next story: BTC Could Hit $160,000 by "
+     "December"),
+    ("Ethereum Gas Fees Fall", "Fees hit a five-year low. Further reading \u2192 ETH Price Eyes $6,000"),
+    # a hypothetical, and what a level would take
+    ("$2 Billion in Shorts Would Be Liquidated Were Bitcoin to Reclaim $140,000", ""),
+    ("Solana Would Need a 150% Rally to Reach $500", ""),
+    # a firm's shares, a stock token, an option's strike
+    ("Solana Treasury Firm SolCo Could Rally to $200, Analyst Says", ""),
+    ("Tokenized Apple Shares on Solana Could Climb to $250", ""),
+    ("Traders Sell $160,000 Bitcoin Calls as Volatility Drops", ""),
+    ("Open Interest Piles Up at $150,000 Bitcoin Calls for December Expiry", ""),
+])
+def test_mocked_calls_linked_headlines_hypotheticals_and_other_instruments_give_no_question(title: str,
+                                                                                           summary: str) -> None:
+    events, refused = derive(title, summary)
+    assert events == [], (title, refused)
+
+
+@pytest.mark.parametrize(("title", "summary", "question"), [
+    # a date of another clause does not date the level
+    ("Fusaka Upgrade Set for December 3; ETH Could Revisit $4,500", "",
+     "Will Ethereum close above $4,500 on October 31, 2026?"),
+    ("Fed Meets on November 4. Bitcoin Could Drop to $110,000", "",
+     "Will Bitcoin close below $110,000 on October 31, 2026?"),
+    # horizons the date rules now read
+    ("Bitcoin Could Hit $200,000 by End-2027, Broker Says", "", "Will Bitcoin close above $200,000 on December 31, 2027?"),
+    ("Solana Could Reach $300 by the Close of 2026", "", "Will Solana close above $300 on December 31, 2026?"),
+    ("Ethereum Could Climb to $5,000 Within a Fortnight", "", "Will Ethereum close above $5,000 on October 21, 2026?"),
+    # a label with "Today" dates nothing; a week's newsletter is no horizon
+    ("Bitcoin Price Today: BTC Could Climb to $130,000", "", "Will Bitcoin close above $130,000 on October 31, 2026?"),
+    ("This Week's Newsletter: Solana Could Hit $250", "", "Will Solana close above $250 on October 31, 2026?"),
+    # the coin's own level stays, though a firm is named elsewhere
+    ("Bitcoin Decouples From Tech Stocks, Could Reclaim $130,000", "",
+     "Will Bitcoin close above $130,000 on October 31, 2026?"),
+])
+def test_other_clauses_dates_new_horizons_and_labels(title: str, summary: str, question: str) -> None:
+    events, refused = derive(title, summary)
+    assert events == [question], refused
+
+
+def test_an_sec_comment_deadline_is_no_decision_date() -> None:
+    events, refused = derive("SEC Sets October 28 Comment Deadline on VanEck's Spot Solana ETF")
+    assert events == [], refused
+    events, refused = derive("SEC Sets November 3 Deadline for Comments on Franklin's Spot XRP ETF")
+    assert events == [], refused
+
+
 def test_a_fund_due_to_begin_trading_is_no_pending_decision() -> None:
     events, refused = derive("SEC Approves Spot Solana ETF; Fund Is Due to Begin Trading October 28")
     assert events == [], refused

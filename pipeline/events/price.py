@@ -265,7 +265,19 @@ def prep_direction(left: str, prep: re.Match[str]) -> str:
 
 
 # "if"/"unless"/"in case" opening the clause that holds the level, with no clause break in between.
-CONDITION = re.compile(r"\b(?:if|unless|in\s+case|should)\s+(?:[^,;:?!.\u2013\u2014]){0,60}$", re.I)
+CONDITION = re.compile(
+    r"(?:\b(?:if|unless|in\s+case|should)\s+|\bwere\s+(?:[\w$.'-]+\s+){1,3}to\s+|^\s*for\s+(?:[\w$.'-]+\s+){1,3}to\s+)"
+    r"(?:[^,;:?!.\u2013\u2014]){0,60}$"
+    # what it would take: "Would Need a 400% Rally to Reach $3", "Needs a 5x Move to Reach $1"
+    r"|\bneeds?\s+(?:a|an)\s+[^,;:?!.]{0,40}\bto\s+(?:reach|hit|top|return\s+to|get\s+(?:back\s+)?to)\s+$", re.I)
+# The level of a firm's shares or a stock token, not of the coin named before: "XRP Treasury Firm VivoPower Could
+# Rally to $10", "Dogecoin Miner Stock Could Hit $2", "Tokenized Nvidia on Solana Could Hit $200".
+# The firm's noun follows the coin's name at once ("not "Bitcoin decouples from equities, could reclaim $100K").
+_EQUITY = re.compile(r"\s*(?:['\u2019]s?\s+)?(?:(?:treasury|mining|miners?|holding|investment|proxy|(?:nasdaq-)?listed"
+                     r"|public)\s+){0,2}(?:stocks?|shares|firm|company|inc|corp)\b", re.I)
+# An option's strike: "$150,000 Bitcoin Calls" where options are the subject, "$120,000-strike calls".
+_STRIKE = re.compile(r"\s*(?:-\s*strike|(?:[\w.]+\s+)?(?:calls|puts|strikes?)\b)", re.I)
+_OPTIONS = re.compile(r"\b(?:options?|expir\w+|strikes?|Deribit|open\s+interest|puts?|premiums?)\b", re.I)
 
 
 def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None:
@@ -378,6 +390,8 @@ def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None
         # "$1 ADA price", "the case for $500K bitcoin": the asset named right after the level is its asset.
         nominal = bool(after_mentions) and not unit[amount.end : after_mentions[0].start].strip()
         asset = asset_for(mentions, amount, after_mentions if nominal else [])
+        if other_instrument(unit, amount, mentions, asset):
+            continue
         if asset is None and target:  # "$64K target for Bitcoin"
             asset = next((m.ticker for m in mentions if m.start >= amount.end
                           and re.fullmatch(r"\s*(?:price\s+)?\w+\s+(?:for|on)\s+", unit[amount.end : m.start], re.I)), None)
@@ -400,6 +414,22 @@ def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None
                     "hold": hold},
         )
     return None
+
+
+def other_instrument(unit: str, amount: Amount, mentions: list[Mention], asset: str | None) -> bool:
+    """The level of an option's strike ("Traders Sell $150,000 Bitcoin Calls"), of a firm's shares or of a stock
+    token ("XRP Treasury Firm VivoPower Could Rally to $10", "Tokenized Nvidia on Solana Could Hit $200"), not
+    of the coin."""
+    right = unit[amount.end :]
+    traded = re.search(r"\b(?:sell|sells|selling|sold|buy|buys|buying|bought|load(?:s|ing)?\s+up\s+on|pil(?:e|es|ing)\s+"
+                       r"into|snap(?:s|ping)?\s+up)\s+(?:(?:the|more|fresh)\s+)?$", unit[: amount.start], re.I)
+    if (strike := _STRIKE.match(right)) and ("strike" in strike.group(0).lower() or traded or _OPTIONS.search(unit)):
+        return True
+    clause = re.split(r"[;:?!\u2013\u2014]|\s-\s|\.\s", unit[: amount.start])[-1]
+    if re.search(r"\btokeni[sz]ed\b", clause, re.I):
+        return True
+    before = [m for m in mentions if m.end <= amount.start]
+    return bool(before) and asset == before[-1].ticker and bool(_EQUITY.match(unit[before[-1].end : amount.start]))
 
 
 def asset_for(mentions: list[Mention], amount: Amount, after: list[Mention]) -> str | None:
