@@ -913,6 +913,38 @@ def test_other_clauses_dates_new_horizons_and_labels(title: str, summary: str, q
     assert events == [question], refused
 
 
+@pytest.mark.parametrize(("title", "summary", "question"), [
+    ("Bitcoin Must Defend $100,000, Analysts Say", "Bitcoin trades at $107,000.",
+     "Will Bitcoin close below $100,000 on October 31, 2026?"),
+    ("Solana Traders Look to $200 Into Month-End", "", "Will Solana close above $200 on October 31, 2026?"),
+    ("Bitcoin Tees Up a Shot at $140,000 by Month-End", "", "Will Bitcoin close above $140,000 on October 31, 2026?"),
+    ("Bitcoin at $150,000 Is Our Base Case for 2027, Says Broker", "",
+     "Will Bitcoin close above $150,000 on December 31, 2027?"),
+    ("Ethereum Eyes a Comeback Above $3,000", "", "Will Ethereum close above $3,000 on October 31, 2026?"),
+    ("Bitcoin Needs a Weekly Close Above $110,000 to Confirm the Breakout", "",
+     "Will Bitcoin close above $110,000 on October 31, 2026?"),
+    ("60% Chance Bitcoin Trades Above $120,000 on December 31, Options Show", "",
+     "Will Bitcoin close above $120,000 on December 31, 2026?"),
+    ("ETH Could Print $2,200 Before Bulls Return", "Ether trades at $2,500 after a weak week.",
+     "Will Ethereum close below $2,200 on October 31, 2026?"),
+    ("Bitcoin Falls Below Holder Cost Basis of $108,000; Analysts Eye $100,000 Support", "",
+     "Will Bitcoin close below $100,000 on October 31, 2026?"),
+    ("XRP Targets $3.40 Record as Escrow Release Nears", "", "Will XRP close above $3.40 on October 31, 2026?"),
+])
+def test_more_wordings_of_a_level_from_the_seventh_and_eighth_rounds(title: str, summary: str, question: str) -> None:
+    events, refused = derive(title, summary)
+    assert events == [question], refused
+
+
+@pytest.mark.parametrize("title, summary", [
+    ("Bitcoin Soars to a New High of $126,000", "Bitcoin soars to a new high of $126,000 as ETFs buy."),
+    ("Banana Zone Ahead?", "Bitcoin's surge to a record $126,000, followed by a pullback to $107,000, set the stage."),
+])
+def test_a_move_reported_with_a_noun_is_no_forecast(title: str, summary: str) -> None:
+    events, refused = derive(title, summary)
+    assert events == [], refused
+
+
 def test_an_sec_comment_deadline_is_no_decision_date() -> None:
     events, refused = derive("SEC Sets October 28 Comment Deadline on VanEck's Spot Solana ETF")
     assert events == [], refused

@@ -353,7 +353,8 @@ def _not_its_price(found: Found, name: str) -> bool:
     hits = [m.end() for n in names for m in re.finditer(rf"(?<![\w$]){re.escape(n)}(?![\w])", unit[:start], re.I)]
     if not hits:
         return False
-    between = unit[max(hits) : start]
+    # within the level's clause: "Falls Below Cost Basis of $108,000; Analysts Eye $100,000" asks of the price
+    between = re.split(r"[;:!?\u2013\u2014]|\s-\s|\.\s", unit[max(hits) : start])[-1]
     if _NOT_PRICE_NOUN.search(between):
         return True
     if found.detail.get("currency"):

@@ -20,6 +20,7 @@ _DOWN_VERBS = (
 )
 _NEUTRAL_VERBS = (
     r"test|retest|revisit|trade|hover|stay|hold|be|sit|settle|end|close|finish|head|move|edge|swing|inch|creep|drift"
+    r"|defend|protect"
 )
 
 
@@ -34,6 +35,8 @@ def _verb_forms(stems: str) -> str:
 
 
 _UP = _verb_forms(_UP_VERBS) + r"|rising|diving"
+# Up verbs that only say the price gets to the level: below the price the article reports, the way is down.
+_REACH = re.compile(r"(?:hit|reach|touch|tag|tap|see|print|return|revisit)\w*", re.I)
 _DOWN = _verb_forms(_DOWN_VERBS) + r"|falling|sliding|diving|declining|retreating"
 _NEUTRAL = _verb_forms(_NEUTRAL_VERBS)
 _PREP = r"(?:back\s+)?(?:above|over|past|beyond|below|under|beneath|to|toward|towards|at|near|around|through)?\s*(?:the\s+)?"
@@ -54,7 +57,7 @@ _CUE_DIRECT = re.compile(
     r"\b(?P<cue>eyes?|eyeing|eying|targets?|targeting|sets?\s+sights\s+on|aims?\s+(?:for|at)|bets?\s+on|betting\s+on"
     r"|calls?\s+for|predicts?|predicting|forecasts?|forecasting|sees|seeing|projects?|expects?|expecting"
     r"|anticipates?|anticipating|envisions?|envisioning|sets?\s+eyes\s+on|banking\s+on|case\s+for"
-    r"|paves?\s+(?:the\s+)?way\s+for|outlines?\s+(?:a\s+)?path\s+to"
+    r"|paves?\s+(?:the\s+)?way\s+for|outlines?\s+(?:a\s+)?path\s+to|looks?\s+(?:to|toward|towards)|looking\s+(?:to|toward|towards)"
     r"|watch(?:es|ing)?|eyes\s+a\s+(?:move|run|rally|return|push|drop|fall|slide)\s+(?:to|toward|towards)"
     r"|eyes\s+(?:glued|set|fixed)\s+(?:to|on))"
     r"\s+(?:(?:a|an|the)\s+)?(?:(?:fresh|new|next|potential|possible)\s+)?"
@@ -81,7 +84,24 @@ _CUE_TOWARD = re.compile(
 _CUE_NOUN = re.compile(
     r"\b(?:(?:a|an|another)\s+(?:(?:potential|possible|further|fresh|new)\s+)?|(?:potential|possible|further)\s+)(?:(?:move|run|push|rally|return|climb|rise|surge|"
     r"trip|path|drop|fall|slide|decline|retest|test|revisit)\s+(?:back\s+)?(?:to|toward|towards|above|below|of)"
+    r"|shot\s+at)\s+(?:the\s+)?$",
+    re.I,
+)
+# The same with nouns that also report a move that happened ("a pullback to $61,000 has set the stage"): only in a
+# sentence with a forward-looking word ("Eyes a Comeback Above $4,000", "Needs a Weekly Close Above $100,000").
+_CUE_NOUN_FORWARD = re.compile(
+    r"\b(?:a|an|another)\s+(?:(?:potential|possible|further|fresh|new)\s+)?(?:(?:comeback|(?:(?:weekly|daily|monthly"
+    r"|decisive|sustained|clean)\s+)?(?:close|break|breakout|breakdown)|reclaim|recovery|rebound|bounce|squeeze|pullback"
+    r"|run-up|leg\s+(?:up|down)|dip|slump|plunge|correction)\s+(?:back\s+)?(?:to|toward|towards|above|below|over|under)"
     r")\s+(?:the\s+)?$",
+    re.I,
+)
+_NEEDS = re.compile(r"\b(?:needs?|must|requires?|awaits?|waits?\s+for|hopes?\s+for)\b", re.I)
+# "60% Chance Bitcoin Trades Above $100,000", "odds that ETH ends the month above $4,000"
+_CUE_CHANCE = re.compile(
+    r"\b(?:chances?|odds|probability|likelihood)\s+(?:that\s+|of\s+)?(?:[\w$.'()-]+\s+){1,4}?(?:(?P<up>tops?|hits?|reach(?:es)?"
+    r"|breaks?|exceeds?|surpass(?:es)?)|(?P<down>falls?|drops?|sinks?|dips?)|trades?|closes?|ends?|finishes|stays?|is)"
+    r"\s+(?:(?:the\s+)?(?:year|month|week|quarter)\s+)?(?:above|below|over|under|at|past)?\s*$",
     re.I,
 )
 # "sending XLM to $0.42", "plan to take ETH to $10K": someone moves the asset, the headline asks nothing.
@@ -93,7 +113,7 @@ _HORIZON_AFTER = re.compile(r"^\s*(?:by|before)\s+\w", re.I)
 # "$25 in Sight", "Bitcoin $100K Within Reach?": the level is in view, not reached.
 _IN_SIGHT_AFTER = re.compile(
     r"^\s*(?:[A-Z]{2,6}\s+)?(?:(?:is|now|finally|firmly|back|come[s]?|comes\s+into|into)\s+)*"
-    r"(?:in\s+sight|within\s+reach|in\s+view|on\s+the\s+horizon)\b", re.I)
+    r"(?:in\s+sight|within\s+reach|in\s+view|on\s+the\s+horizon|is\s+(?:our|the|their|its|a)\s+base\s+case)\b", re.I)
 _RIGHT_TARGET = re.compile(
     r"^\s*(?:(?P<asset>[\w$]+)\s+)?(?:price\s+)?(?P<what>target|prediction|forecast|call|projection)s?\b", re.I
 )
@@ -310,7 +330,10 @@ def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None
                 m = None
             if m:
                 cue_start = m.start()
-                if m.groupdict().get("up") or m.groupdict().get("up2"):
+                if (m.groupdict().get("up") and _REACH.fullmatch(m.group("up"))
+                        and (ref := reference_price(context, amount)) and ref > amount.value * 1.02):
+                    direction = "below"  # "ETH Could Print $2,600" with ETH at $2,920: a way down to it
+                elif m.groupdict().get("up") or m.groupdict().get("up2"):
                     direction = "above"
                 elif m.groupdict().get("down") or m.groupdict().get("down2"):
                     direction = "below"
@@ -318,7 +341,8 @@ def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None
                     neutral = True
                 break
         if cue_start is None:
-            m = _CUE_DIRECT.search(left) or _CUE_NOUN.search(left) or _CUE_SEES.search(left)
+            m = (_CUE_DIRECT.search(left) or _CUE_NOUN.search(left) or _CUE_SEES.search(left) or _CUE_CHANCE.search(left)
+                 or ((_FORWARD.search(unit) or _NEEDS.search(left)) and _CUE_NOUN_FORWARD.search(left)) or None)
             if m:
                 cue_start = m.start()
                 text = m.group(0).lower()
