@@ -17,8 +17,8 @@ from pipeline.events.evaluate import eval_tagging
 from pipeline.events.memo import derive_changed, fingerprint
 from pipeline.events.reference import default_reference
 from warehouse.db import connect
-from warehouse.event_memo import COLUMNS
 from warehouse.events import WITHDRAWN_DEFAULT, merge_events
+from warehouse.event_memo import COLUMNS
 from warehouse.prices import load_prices
 
 PROJECT = Path(__file__).resolve().parents[1]

@@ -233,8 +233,7 @@ def _month(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
     if month == pub.month:
         return _month_end(pub.year, month), False
     last = _month_end(pub.year if month < pub.month else pub.year - 1, month)
-    # "initially scheduled for July", written in August: the past; "by December", written in February, a horizon
-    if (pub - last).days <= PAST_WINDOW_DAYS and not re.match(r"(?i)(?:by|before)\s", m.group(0)):
+    if (pub - last).days <= PAST_WINDOW_DAYS:  # "initially scheduled for July", written in August: the past
         return None, False
     return _month_end(pub.year if month > pub.month else pub.year + 1, month), False
 
@@ -266,10 +265,6 @@ def _half(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
 def _year_end(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
     offset = 1 if (m["which"] or m["which2"] or "").lower() == "next" else 0
     return datetime(pub.year + offset, 12, 31), False
-
-
-def _fortnight(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
-    return datetime.combine(pub.date(), datetime.min.time()) + timedelta(days=14), False
 
 
 def _named_year(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
@@ -331,8 +326,6 @@ def _weekday(m: re.Match[str], pub: datetime) -> tuple[datetime | None, bool]:
     target = _WEEKDAYS.index(m["wd"].lower())
     ahead = (target - today.weekday()) % 7
     if ahead == 0:
-        if m["which"] and m["which"].lower() == "next":
-            return _with_time(today + timedelta(days=7), m)  # "next Friday" written on a Friday: a week on
         return None, False  # "on Wednesday" written on a Wednesday: today or a week on, not knowable
     if m["which"] and m["which"].lower() == "next" and today.weekday() < target:
         return None, False  # "next Friday" on a Monday: this week's or next week's, not knowable
@@ -403,8 +396,7 @@ _RULES: list[tuple[re.Pattern[str], str, Callable[[re.Match[str], datetime], tup
      "quarter", _quarter),
     (_r(rf"\b{_I}(?:the\s+)?(?:end\s+of\s+(?:the\s+)?)?(?P<which>this|next|current)\s+quarter)\b"),
      "quarter", _relative_quarter),
-    (_r(rf"\b{_I}(?:the\s+end\s+of\s+the\s+quarter|quarter[-\s]end|before\s+the\s+quarter\s+(?:ends|closes|is\s+over)))\b"),
-     "quarter", _relative_quarter),
+    (_r(rf"\b{_I}(?:the\s+end\s+of\s+the\s+quarter|quarter[-\s]end))\b"), "quarter", _relative_quarter),
     # H1 / the second half of 2026
     (_r(rf"\b(?:H(?P<h>[12])|{_I}(?P<hw>first|second)\s+half))(?:\s+{_I}of\s+)?{_YEAR})?(?!\d)"), "half", _half),
     # early 2026 / mid-2026 / late next year
@@ -422,9 +414,6 @@ _RULES: list[tuple[re.Pattern[str], str, Callable[[re.Match[str], datetime], tup
     # by / in / end of 2026
     (_r(rf"\b{_I}(?:by|in|during|through|until|till|for|(?:the\s+)?end\s+of)\s+){_YEAR}(?![-/]\d)"), "year",
      _named_year),
-    # "by end-2026", "for End-2025", "by the close of 2025"
-    (_r(rf"\b{_I}(?:(?:by|for|until|till|through|before)\s+)?(?:end-|(?:the\s+)?close\s+of\s+)){_YEAR}(?![-/]\d)"),
-     "year", _named_year),
     # before 2030: by the end of 2029
     (_r(rf"\b{_I}before\s+){_YEAR}(?![-/]\d)(?P<ends>\s+(?i:ends?|closes?|is\s+over|wraps?\s+up)\b)?"), "year",
      _year_before),
@@ -435,7 +424,7 @@ _RULES: list[tuple[re.Pattern[str], str, Callable[[re.Match[str], datetime], tup
     (_r(rf"\b{_YEAR}\s+(?=(?:[\w$]+\s+){{0,2}}{_I}(?:price\s+)?(?:target|forecast|prediction|outlook)s?)\b)"),
      "year", _named_year),
     # next week, this week, by the weekend, end of the week
-    (_r(rf"\b{_I}(?:(?:later|by|until)\s+)?(?:(?:the\s+)?end\s+of\s+)?(?P<which>this|next)\s+week(?:end)?(?!['\u2019]s\b)"
+    (_r(rf"\b{_I}(?:(?:later|by|until)\s+)?(?:(?:the\s+)?end\s+of\s+)?(?P<which>this|next)\s+week(?:end)?"
         rf"|(?:by|until|before)\s+the\s+weekend|(?:the\s+)?end\s+of\s+the\s+week)\b"),
      "week", _week),
     # this month, next month, month-end, end of the month
@@ -445,8 +434,6 @@ _RULES: list[tuple[re.Pattern[str], str, Callable[[re.Match[str], datetime], tup
     # in two weeks, within 30 days, in 3 months
     (_r(rf"\b{_I}(?:in|within)\s+(?:the\s+next\s+)?{_NUM_WORD}\s+(?P<unit>days?|weeks?|months?))\b"), "offset",
      _offset),
-    # "within a fortnight", "over the next fortnight": two weeks on
-    (_r(rf"\b{_I}(?:in|within|over)\s+(?:the\s+next\s+|a\s+)fortnight)\b"), "offset", _fortnight),
     # within 48 hours: the day it ends on (a price question skips it: a daily close hours away is no market)
     (_r(rf"\b{_I}(?:in|within)\s+(?:the\s+next\s+)?{_NUM_WORD}\s+(?P<unit>hours?))\b"), "hours", _offset),
     # tomorrow, tomorrow at 4 PM ET (a local time counts from that zone's date)

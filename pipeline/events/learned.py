@@ -34,7 +34,6 @@ from pipeline.events.price import (
     PAST_GUARD,
     PREP_BEFORE,
     asset_for,
-    other_instrument,
     prep_direction,
     wished_or_revised,
 )
@@ -132,7 +131,7 @@ def candidates(units: list[str], mentions: list[list[Mention]], tickers: set[str
             if nominal and not amount.currency and not re.match(r"\s*(?:price|target|level)", unit[after[0].end:], re.I):
                 continue  # "700,000 BTC": a number of coins (as the rules read it)
             asset = asset_for(found_here, amount, after if nominal else [])
-            if asset is None or asset not in tickers or other_instrument(unit, amount, found_here, asset):
+            if asset is None or asset not in tickers:
                 continue
             price = reference.price_at(asset, published)
             if price and amount.value > price and HOLD.search(left):

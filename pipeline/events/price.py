@@ -20,7 +20,6 @@ _DOWN_VERBS = (
 )
 _NEUTRAL_VERBS = (
     r"test|retest|revisit|trade|hover|stay|hold|be|sit|settle|end|close|finish|head|move|edge|swing|inch|creep|drift"
-    r"|defend|protect"
 )
 
 
@@ -35,8 +34,6 @@ def _verb_forms(stems: str) -> str:
 
 
 _UP = _verb_forms(_UP_VERBS) + r"|rising|diving"
-# Up verbs that only say the price gets to the level: below the price the article reports, the way is down.
-_REACH = re.compile(r"(?:hit|reach|touch|tag|tap|see|print|return|revisit)\w*", re.I)
 _DOWN = _verb_forms(_DOWN_VERBS) + r"|falling|sliding|diving|declining|retreating"
 _NEUTRAL = _verb_forms(_NEUTRAL_VERBS)
 _PREP = r"(?:back\s+)?(?:above|over|past|beyond|below|under|beneath|to|toward|towards|at|near|around|through)?\s*(?:the\s+)?"
@@ -57,7 +54,7 @@ _CUE_DIRECT = re.compile(
     r"\b(?P<cue>eyes?|eyeing|eying|targets?|targeting|sets?\s+sights\s+on|aims?\s+(?:for|at)|bets?\s+on|betting\s+on"
     r"|calls?\s+for|predicts?|predicting|forecasts?|forecasting|sees|seeing|projects?|expects?|expecting"
     r"|anticipates?|anticipating|envisions?|envisioning|sets?\s+eyes\s+on|banking\s+on|case\s+for"
-    r"|paves?\s+(?:the\s+)?way\s+for|outlines?\s+(?:a\s+)?path\s+to|looks?\s+(?:to|toward|towards)|looking\s+(?:to|toward|towards)"
+    r"|paves?\s+(?:the\s+)?way\s+for|outlines?\s+(?:a\s+)?path\s+to"
     r"|watch(?:es|ing)?|eyes\s+a\s+(?:move|run|rally|return|push|drop|fall|slide)\s+(?:to|toward|towards)"
     r"|eyes\s+(?:glued|set|fixed)\s+(?:to|on))"
     r"\s+(?:(?:a|an|the)\s+)?(?:(?:fresh|new|next|potential|possible)\s+)?"
@@ -84,36 +81,12 @@ _CUE_TOWARD = re.compile(
 _CUE_NOUN = re.compile(
     r"\b(?:(?:a|an|another)\s+(?:(?:potential|possible|further|fresh|new)\s+)?|(?:potential|possible|further)\s+)(?:(?:move|run|push|rally|return|climb|rise|surge|"
     r"trip|path|drop|fall|slide|decline|retest|test|revisit)\s+(?:back\s+)?(?:to|toward|towards|above|below|of)"
-    r"|shot\s+at)\s+(?:the\s+)?$",
-    re.I,
-)
-# The same with nouns that also report a move that happened ("a pullback to $61,000 has set the stage"): only in a
-# sentence with a forward-looking word ("Eyes a Comeback Above $4,000", "Needs a Weekly Close Above $100,000").
-_CUE_NOUN_FORWARD = re.compile(
-    r"\b(?:a|an|another)\s+(?:(?:potential|possible|further|fresh|new)\s+)?(?:(?:comeback|(?:(?:weekly|daily|monthly"
-    r"|decisive|sustained|clean)\s+)?(?:close|break|breakout|breakdown)|reclaim|recovery|rebound|bounce|squeeze|pullback"
-    r"|run-up|leg\s+(?:up|down)|dip|slump|plunge|correction)\s+(?:back\s+)?(?:to|toward|towards|above|below|over|under)"
     r")\s+(?:the\s+)?$",
-    re.I,
-)
-_NEEDS = re.compile(r"\b(?:needs?|must|requires?|awaits?|waits?\s+for|hopes?\s+for)\b", re.I)
-# "60% Chance Bitcoin Trades Above $100,000", "odds that ETH ends the month above $4,000"
-_CUE_CHANCE = re.compile(
-    r"\b(?:chances?|odds|probability|likelihood)\s+(?:that\s+|of\s+)?(?:[\w$.'()-]+\s+){1,4}?(?:(?P<up>tops?|hits?|reach(?:es)?"
-    r"|breaks?|exceeds?|surpass(?:es)?)|(?P<down>falls?|drops?|sinks?|dips?)|trades?|closes?|ends?|finishes|stays?|is)"
-    r"\s+(?:(?:the\s+)?(?:year|month|week|quarter)\s+)?(?:above|below|over|under|at|past)?\s*$",
     re.I,
 )
 # "sending XLM to $0.42", "plan to take ETH to $10K": someone moves the asset, the headline asks nothing.
 _MOVED_BY = re.compile(r"\b(?:\w+(?:ing|ed)|take|drive|push|send|bring|boost|lift|propel|pull|get|put)\s+$", re.I)
 _HEADLINE_TO = re.compile(r"\bto\s+$", re.I)  # "Bitcoin to $150K by 2026?" - checked with the asset right before
-# "BTC at $150,000 by June, Says Bernstein": "at" is a forecast only with a horizon right after the level.
-_HEADLINE_AT = re.compile(r"\bat\s+$", re.I)
-_HORIZON_AFTER = re.compile(r"^\s*(?:by|before)\s+\w", re.I)
-# "$25 in Sight", "Bitcoin $100K Within Reach?": the level is in view, not reached.
-_IN_SIGHT_AFTER = re.compile(
-    r"^\s*(?:[A-Z]{2,6}\s+)?(?:(?:is|now|finally|firmly|back|come[s]?|comes\s+into|into)\s+)*"
-    r"(?:in\s+sight|within\s+reach|in\s+view|on\s+the\s+horizon|is\s+(?:our|the|their|its|a)\s+base\s+case)\b", re.I)
 _RIGHT_TARGET = re.compile(
     r"^\s*(?:(?P<asset>[\w$]+)\s+)?(?:price\s+)?(?P<what>target|prediction|forecast|call|projection)s?\b", re.I
 )
@@ -201,8 +174,6 @@ _CUE_PUSH = re.compile(
 )
 # "cuts 2025 ether price target by 60% to $4,000", "raises its BTC target to $150K": a target is an upside level.
 _CUE_TARGET_TO = re.compile(r"\b(?:price\s+)?(?:target|forecast|prediction)s?\s+(?:by\s+[\d.]+%\s+)?to\s+$", re.I)
-# "Bitcoin's Bearish Target Is $65,000": a target named with "is"; its direction comes from bears or the price.
-_CUE_TARGET_IS = re.compile(r"\b(?:price\s+)?target\s+(?:is|now\s+at|sits\s+at|stands\s+at)\s+$", re.I)
 # "XRP price explosion to $5 in the cards", "explosive breakout to $5", "rally to $15 possible"
 _CUE_NOMINAL = re.compile(
     r"\b(?:(?P<up>explosion|eruption|rally|surge|pump|run|rocket|moonshot|jump|breakout|spike|climb|rise|ascent|rebound"
@@ -285,19 +256,7 @@ def prep_direction(left: str, prep: re.Match[str]) -> str:
 
 
 # "if"/"unless"/"in case" opening the clause that holds the level, with no clause break in between.
-CONDITION = re.compile(
-    r"(?:\b(?:if|unless|in\s+case|should)\s+|\bwere\s+(?:[\w$.'-]+\s+){1,3}to\s+|^\s*for\s+(?:[\w$.'-]+\s+){1,3}to\s+)"
-    r"(?:[^,;:?!.\u2013\u2014]){0,60}$"
-    # what it would take: "Would Need a 400% Rally to Reach $3", "Needs a 5x Move to Reach $1"
-    r"|\bneeds?\s+(?:a|an)\s+[^,;:?!.]{0,40}\bto\s+(?:reach|hit|top|return\s+to|get\s+(?:back\s+)?to)\s+$", re.I)
-# The level of a firm's shares or a stock token, not of the coin named before: "XRP Treasury Firm VivoPower Could
-# Rally to $10", "Dogecoin Miner Stock Could Hit $2", "Tokenized Nvidia on Solana Could Hit $200".
-# The firm's noun follows the coin's name at once ("not "Bitcoin decouples from equities, could reclaim $100K").
-_EQUITY = re.compile(r"\s*(?:['\u2019]s?\s+)?(?:(?:treasury|mining|miners?|holding|investment|proxy|(?:nasdaq-)?listed"
-                     r"|public)\s+){0,2}(?:stocks?|shares|firm|company|inc|corp)\b", re.I)
-# An option's strike: "$150,000 Bitcoin Calls" where options are the subject, "$120,000-strike calls".
-_STRIKE = re.compile(r"\s*(?:-\s*strike|(?:[\w.]+\s+)?(?:calls|puts|strikes?)\b)", re.I)
-_OPTIONS = re.compile(r"\b(?:options?|expir\w+|strikes?|Deribit|open\s+interest|puts?|premiums?)\b", re.I)
+CONDITION = re.compile(r"\b(?:if|unless|in\s+case|should)\s+(?:[^,;:?!.\u2013\u2014]){0,60}$", re.I)
 
 
 def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None:
@@ -330,10 +289,7 @@ def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None
                 m = None
             if m:
                 cue_start = m.start()
-                if (m.groupdict().get("up") and _REACH.fullmatch(m.group("up"))
-                        and (ref := reference_price(context, amount)) and ref > amount.value * 1.02):
-                    direction = "below"  # "ETH Could Print $2,600" with ETH at $2,920: a way down to it
-                elif m.groupdict().get("up") or m.groupdict().get("up2"):
+                if m.groupdict().get("up") or m.groupdict().get("up2"):
                     direction = "above"
                 elif m.groupdict().get("down") or m.groupdict().get("down2"):
                     direction = "below"
@@ -341,8 +297,7 @@ def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None
                     neutral = True
                 break
         if cue_start is None:
-            m = (_CUE_DIRECT.search(left) or _CUE_NOUN.search(left) or _CUE_SEES.search(left) or _CUE_CHANCE.search(left)
-                 or ((_FORWARD.search(unit) or _NEEDS.search(left)) and _CUE_NOUN_FORWARD.search(left)) or None)
+            m = _CUE_DIRECT.search(left) or _CUE_NOUN.search(left) or _CUE_SEES.search(left)
             if m:
                 cue_start = m.start()
                 text = m.group(0).lower()
@@ -363,14 +318,6 @@ def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None
                 neutral = True
         if cue_start is None and (m := _CUE_TARGET_TO.search(left)):
             cue_start, direction = m.start(), "above"
-        if cue_start is None and (m := _CUE_TARGET_IS.search(left)):
-            cue_start, neutral = m.start(), True
-        if cue_start is None and _HEADLINE_AT.search(left) and _HORIZON_AFTER.match(right):
-            before = [m for m in mentions if m.end <= amount.start]
-            if before and re.fullmatch(r"\s*(?:\([A-Z0-9]+\)\s*)?(?:price\s+)?at\s*", unit[before[-1].end : amount.start], re.I):
-                cue_start, neutral = before[-1].start, True
-        if cue_start is None and _IN_SIGHT_AFTER.match(right):
-            cue_start, neutral = amount.start, True
         if cue_start is None and _FORWARD.search(unit):
             m = _CUE_PUSH.search(left) or _CUE_NOMINAL.search(left)
             if m:
@@ -414,14 +361,9 @@ def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None
         # "$1 ADA price", "the case for $500K bitcoin": the asset named right after the level is its asset.
         nominal = bool(after_mentions) and not unit[amount.end : after_mentions[0].start].strip()
         asset = asset_for(mentions, amount, after_mentions if nominal else [])
-        if other_instrument(unit, amount, mentions, asset):
-            continue
         if asset is None and target:  # "$64K target for Bitcoin"
             asset = next((m.ticker for m in mentions if m.start >= amount.end
                           and re.fullmatch(r"\s*(?:price\s+)?\w+\s+(?:for|on)\s+", unit[amount.end : m.start], re.I)), None)
-        if asset is None and _AIM.search(left[cue_start : amount.start]):  # "Bears Target $2,200 for Ethereum"
-            asset = next((m.ticker for m in mentions if m.start >= amount.end
-                          and re.fullmatch(r"\s*(?:for|on)\s+", unit[amount.end : m.start], re.I)), None)
         if asset is None:
             continue
         if direction is None:
@@ -438,22 +380,6 @@ def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None
                     "hold": hold},
         )
     return None
-
-
-def other_instrument(unit: str, amount: Amount, mentions: list[Mention], asset: str | None) -> bool:
-    """The level of an option's strike ("Traders Sell $150,000 Bitcoin Calls"), of a firm's shares or of a stock
-    token ("XRP Treasury Firm VivoPower Could Rally to $10", "Tokenized Nvidia on Solana Could Hit $200"), not
-    of the coin."""
-    right = unit[amount.end :]
-    traded = re.search(r"\b(?:sell|sells|selling|sold|buy|buys|buying|bought|load(?:s|ing)?\s+up\s+on|pil(?:e|es|ing)\s+"
-                       r"into|snap(?:s|ping)?\s+up)\s+(?:(?:the|more|fresh)\s+)?$", unit[: amount.start], re.I)
-    if (strike := _STRIKE.match(right)) and ("strike" in strike.group(0).lower() or traded or _OPTIONS.search(unit)):
-        return True
-    clause = re.split(r"[;:?!\u2013\u2014]|\s-\s|\.\s", unit[: amount.start])[-1]
-    if re.search(r"\btokeni[sz]ed\b", clause, re.I):
-        return True
-    before = [m for m in mentions if m.end <= amount.start]
-    return bool(before) and asset == before[-1].ticker and bool(_EQUITY.match(unit[before[-1].end : amount.start]))
 
 
 def asset_for(mentions: list[Mention], amount: Amount, after: list[Mention]) -> str | None:

@@ -67,8 +67,7 @@ class Found:
 
 
 # Dates that belong to something else: "ahead of November 24 fee upgrade", "since January".
-_FOREIGN_DATE = re.compile(r"(?:ahead\s+of|after|since|following|last|earlier|past|from\s+its|over"
-                           r"|(?:last|first)\s+(?:seen|hit|reached|touched|traded|recorded))\s+(?:the\s+)?$", re.I)
+_FOREIGN_DATE = re.compile(r"(?:ahead\s+of|after|since|following|last|earlier|past|from\s+its|over)\s+(?:the\s+)?$", re.I)
 
 
 # Deadlines for something other than the question's object: "withdraw to mainnet before Oct. 26", "claims
@@ -97,18 +96,11 @@ CLAUSE_BREAK = re.compile(r";|\s[-\u2013\u2014]\s|\u2014|\s(?:as|while|amid|wher
                            r"|,\s+(?:but|yet)\s(?!(?:not|only)\s+(?:until|before|by|in|after)\b)", re.I)
 
 
-# The same named right after the date: "SEC Sets April 25 Comment Deadline on ...", "June 3 Deadline for Comments".
-_OTHER_DEADLINE_AFTER = re.compile(
-    r"\s*(?:(?:comments?|filing|rebuttal|registration|claims?|snapshot|submission)\s+(?:deadline|period|window|date)"
-    r"|deadline\s+for\s+(?:\w+\s+)?(?:comments?|filings?|submissions?|rebuttals?|applications?|claims?))\b", re.I)
-
-
 def foreign_deadline(unit: str, hit: DateHit) -> bool:
     """Whether the date belongs to a deadline for something else: a withdrawal, claim, registration, snapshot,
-    comment period or shutdown named in the same clause, before the date (or as its noun right after it)."""
+    comment period or shutdown named in the same clause, before the date."""
     clause_start = max(unit.rfind(sep, 0, hit.start) for sep in (";", ":", ". ", " - ", ", while", ", but"))
-    return bool(_OTHER_DEADLINE.search(unit[max(clause_start, 0, hit.start - 80) : hit.start])
-                or _OTHER_DEADLINE_AFTER.match(unit, hit.end))
+    return bool(_OTHER_DEADLINE.search(unit[max(clause_start, 0, hit.start - 80) : hit.start]))
 
 
 # A period that measures what already happened: "surges 20% in one week", "biggest inflow day in 2 months",
@@ -198,7 +190,6 @@ def pick_date(unit: str, published_at: datetime, anchor: tuple[int, int], price:
         if not _FOREIGN_DATE.search(unit[: h.start]) and not foreign_deadline(unit, h) and not lookback(unit, h)
         and not (not price and _TESTNET_DATE.search(unit, max(0, h.start - 60), h.start))
         and not owned_by_other(unit, h, price) and not (price and h.rule == "hours" and h.end <= anchor[0])
-        and not (h.rule == "past_or_now" and re.match(r"\s*[:|]|['\u2019]s\s", unit[h.end :]))  # "Price Today:"
     ]
     # A daily close hours away is no market: "could hit $120,000 within 48 hours" gives no question (not the default
     # month end); hours before the level date something else ("launch in 24 hours, will it send XRP to $3?").
@@ -222,8 +213,6 @@ def pick_date(unit: str, published_at: datetime, anchor: tuple[int, int], price:
     if inside:
         return min(inside, key=lambda h: h.start)
     before = [h for h in hits if h.end <= anchor[0]]
-    if price:  # not another sentence's or clause's: "Fusaka Set for December 3; ETH Could Revisit $3,500"
-        before = [h for h in before if not re.search(r";|[.!?]\s", unit[h.end : anchor[0]])]
     if before:
         return max(before, key=lambda h: h.end)
     return None

@@ -29,9 +29,8 @@ _LINKED = re.compile(
     r"(?<=[.!?\"')\]])\s{0,3}[\[(]?(?:read\s+(?:more|also|next|this)|also\s+read|related(?:\s+(?:reading|news|articles?"
     r"|stories|coverage|posts?))?|recommended(?:\s+(?:reading|for\s+you|stories))?|trending(?:\s+(?:now|stories|news))?"
     r"|you\s+(?:may|might)\s+also\s+(?:like|read)|don'?t\s+miss|must\s+read|editor'?s\s+picks?|top\s+stories"
-    r"|see\s+also|suggested(?:\s+reading)?|more\s+news|further\s+reading|continue\s+reading|up\s+next|more"
-    r"|previously|check\s+out|(?:our\s+)?next\s+story|coming\s+up|also\s+on\s+[\w.-]+(?:\s+[\w.-]+)?|watch|listen)"
-    r"\s*[\])]?\s*(?::|\||->|>>?|\u2192|\s-\s)",
+    r"|see\s+also|suggested(?:\s+reading)?|more\s+news|further\s+reading|continue\s+reading|up\s+next)"
+    r"\s*[\])]?\s*(?::|\||->|>>?|\s-\s)",
     re.I,
 )
 
