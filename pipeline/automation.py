@@ -57,10 +57,13 @@ backfill_articles_job = dg.define_asset_job(
     description="Re-score and re-tag every article whose model_version or tagger_version is not current, "
     "then re-derive events and publish. Idempotent: a second run finds nothing to do.",
 )
+FULL_DERIVATION_TAG = "cryptowire/full_derivation"  # a run with it derives every article again, not only the changed
 rederive_events_job = dg.define_asset_job(
     "rederive_events",
     selection=dg.AssetSelection.assets("prediction_events").downstream(),
-    description="Re-derive prediction events from the current articles (ids and created_at are stable) and publish.",
+    description="Re-derive prediction events from every current article, not only the changed ones the other runs "
+    "derive (ids and created_at are stable), and publish.",
+    tags={FULL_DERIVATION_TAG: "1"},
 )
 
 

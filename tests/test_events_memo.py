@@ -17,8 +17,8 @@ from pipeline.events.evaluate import eval_tagging
 from pipeline.events.memo import derive_changed, fingerprint
 from pipeline.events.reference import default_reference
 from warehouse.db import connect
-from warehouse.events import WITHDRAWN_DEFAULT, merge_events
 from warehouse.event_memo import COLUMNS
+from warehouse.events import WITHDRAWN_DEFAULT, merge_events
 from warehouse.prices import load_prices
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -131,3 +131,29 @@ def test_the_fingerprint_follows_the_rules_and_the_prices(tmp_path: Path) -> Non
     assert fingerprint(NAMES, list(prices)) == first
     assert fingerprint(NAMES, [*prices, ("ETH", date(2026, 11, 1), 3000.0)]) != first
     assert fingerprint({**NAMES, "BTC": "Bitcoin Core"}, prices) != first
+
+
+def test_the_rederive_events_job_derives_every_article_again(data_home: Path, labelled: list[dict]) -> None:
+    import dagster as dg
+
+    from pipeline.automation import FULL_DERIVATION_TAG, rederive_events_job
+    from pipeline.definitions import ALL_ASSETS, resources
+    from warehouse.config import get_settings
+
+    settings = get_settings()
+    settings.warehouse_path.parent.mkdir(parents=True, exist_ok=True)
+    con = connect(settings.warehouse_path)
+    put(con, labelled[:50])
+    con.close()
+    instance = dg.DagsterInstance.ephemeral()
+
+    def derived(**kw) -> int:
+        result = dg.materialize(ALL_ASSETS, selection=["prediction_events"], resources=resources(settings),
+                                instance=instance, **kw)
+        (materialization,) = result.asset_materializations_for_node("prediction_events")
+        return materialization.metadata["articles_derived"].value
+
+    assert derived() == 50
+    assert derived() == 0  # a scheduled run with nothing new
+    assert rederive_events_job.tags == {FULL_DERIVATION_TAG: "1"}  # what the job's runs carry
+    assert derived(tags={FULL_DERIVATION_TAG: "1"}) == 50

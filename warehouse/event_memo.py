@@ -59,6 +59,11 @@ def store(con: duckdb.DuckDBPyConnection, fingerprint: str,
         con.unregister("_memo_new")
 
 
+def forget(con: duckdb.DuckDBPyConnection) -> None:
+    """Drop every memo row: the next derivation reads every article again."""
+    con.execute("DELETE FROM event_memo")
+
+
 def results(con: duckdb.DuckDBPyConnection, fingerprint: str) -> list[tuple[str | None, str | None]]:
     """``(candidate_json, refused_json)`` of every stored article that gave either, under ``fingerprint``, oldest
     article first, the order a full pass reads them in."""

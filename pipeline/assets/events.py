@@ -5,7 +5,7 @@ import dagster as dg
 
 from pipeline.assets.enrich import articles
 from pipeline.assets.ingest import POOL
-from pipeline.automation import FOLLOW, WHEN_MISSING
+from pipeline.automation import FOLLOW, FULL_DERIVATION_TAG, WHEN_MISSING
 from pipeline.resources import WarehouseResource
 from warehouse.crashpoints import crash_point
 
@@ -93,6 +93,7 @@ def prediction_events(context: dg.AssetExecutionContext, warehouse: WarehouseRes
     from pipeline.events.memo import derive_changed, fingerprint
     from pipeline.events.reference import default_reference
     from warehouse.db import utcnow
+    from warehouse.event_memo import forget
     from warehouse.events import merge_events
     from warehouse.prices import load_prices
 
@@ -100,6 +101,8 @@ def prediction_events(context: dg.AssetExecutionContext, warehouse: WarehouseRes
     with warehouse.connect() as con:
         prices = load_prices(con)
         reference = default_reference().with_prices(prices)
+        if context.run.tags.get(FULL_DERIVATION_TAG) == "1":  # the rederive_events job: forget the memo
+            forget(con)
         refused: dict[str, str] = {}
         # Only the articles whose inputs changed are derived; the rest come from the memo of earlier runs, unless
         # the rules, the registry or the reference prices changed (a new fingerprint derives every article).
