@@ -55,7 +55,7 @@ def test_readme_plot_examples_run_as_written(home: Path, tmp_path: Path) -> None
         args[args.index("--out") + 1] = str(tmp_path / args[args.index("--out") + 1])
         code, out = _cli(*args)
         assert code == 0, (args, out)
-    assert (tmp_path / "btc-weeks.png").read_bytes()[:4] == b"\x89PNG"
+    assert (tmp_path / "btc-since.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_plot_picks_the_finest_interval_that_fits_unless_told(home: Path, tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from accounts.keys import KEY_PREFIX, hash_key, new_key
 from api.errors import ApiError
 from pipeline.cli import app
 from tests.support.metered import metering_settings, write_plans
-from warehouse.config import Settings
+from warehouse.config import Settings, get_settings
 
 KEY_RE = re.compile(r"^cw_live_[A-Za-z0-9_-]{32}$")
 
@@ -189,8 +189,23 @@ def test_cli_refuses_bad_input_clearly(data_home: Path) -> None:
     code, out = _cli(runner, "keys", "create", "--plan", "gold", "--name", "x")
     assert code != 0 and "unknown plan 'gold'" in out and "free" in out
     code, out = _cli(runner, "keys", "create", "--plan", "free", "--name", "x", "--apis", "news,weather")
-    assert code != 0 and "--apis" in out
+    assert code == 2 and "--apis" in out and "Usage:" in out  # a mistake in the command line
     code, out = _cli(runner, "keys", "revoke", "key_nope")
     assert code != 0 and "no key with id 'key_nope'" in out
     code, out = _cli(runner, "usage", "key_nope")
     assert code != 0 and "no key with id" in out
+
+
+def test_usage_with_a_redis_url_of_another_scheme_is_one_line(data_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    runner = CliRunner()
+    code, out = _cli(runner, "keys", "create", "--plan", "free", "--name", "x", "--json")
+    assert code == 0, out
+    key_id = json.loads(out)["id"]
+    monkeypatch.setenv("CRYPTOWIRE_REDIS_URL", "http://cache.internal:6379")
+    get_settings.cache_clear()
+    for args in (["usage", key_id], ["usage", "--json"]):
+        code, out = _cli(runner, *args)
+        assert code == 2 and "Traceback" not in out, out
+        assert "CRYPTOWIRE_REDIS_URL must start with redis://" in out, out
+    document = next(line for line in out.splitlines() if line.startswith("{"))  # --json: also a document on stdout
+    assert json.loads(document)["exitCode"] == 2

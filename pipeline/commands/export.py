@@ -25,6 +25,7 @@ TABLES = (
     "prediction_event_sources",
     "raw_articles",
     "feed_fetches",
+    "asset_prices",
 )
 FORMATS = {".parquet": "parquet", ".csv": "csv"}  # --out's suffix -> the format it names
 COMPRESSIONS = {".gz": "gzip", ".zst": "zstd"}  # a CSV --out's suffix -> the compression DuckDB gives it

@@ -103,7 +103,7 @@ def _apis(raw: str) -> list[str]:
     apis = [a.strip().lower() for a in raw.split(",") if a.strip()]
     unknown = [a for a in apis if a not in APIS]
     if unknown or not apis:
-        fail(f"--apis must be a comma-separated list of {', '.join(APIS)} (got {raw!r})")
+        raise typer.BadParameter(f"a comma-separated list of {', '.join(APIS)} (got {raw!r})", param_hint="--apis")
     return list(dict.fromkeys(apis))
 
 
@@ -298,6 +298,10 @@ def usage(
         return
     # The one-line error below says what failed; metering's own warning for server logs would repeat it.
     logging.getLogger("accounts").setLevel(logging.ERROR)
+    from warehouse.config import redis_url_problem
+
+    if settings.redis_url and (problem := redis_url_problem(settings.redis_url)):
+        fail(problem, code=2)  # as `serve` says it, before redis-py raises on it
     try:
         with _store_errors():
             access = build_access(settings)

@@ -240,8 +240,9 @@ def register(app: typer.Typer) -> None:
         since_at, until_at = (parse_instant(v) if v is not None else None for v in (since, until))
         if since_at is not None and until_at is not None:
             _check_range(ctx, since, until, since_at, until_at, interval)  # a usage error, as the callbacks'
-        if out.suffix.lower() not in IMAGE_SUFFIXES:
-            fail(f"--out {out}: name a .png, .svg or .pdf file (the chart is written in the format its suffix names)")
+        if out.suffix.lower() not in IMAGE_SUFFIXES:  # a mistake in the command line: a usage error (exit 2)
+            raise typer.BadParameter(f"{out}: name a .png, .svg or .pdf file (the chart is written in the format its "
+                                     "suffix names)", ctx=ctx, param_hint="--out")
         require_out_dir(out, f"{ticker.lower()}{out.suffix}")
         settings = get_settings()
         if not settings.home.is_dir():  # a wrong CRYPTOWIRE_HOME is likelier than a snapshot to repair
