@@ -66,7 +66,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from models.tagging import load_registry
-    from pipeline.events.memo import derive_changed, fingerprint
+    from pipeline.events.memo import derive_changed
     from pipeline.events.reference import default_reference
     from warehouse.db import connect, utcnow
     from warehouse.events import merge_events
@@ -80,25 +80,29 @@ def main() -> None:
 
         def step() -> dict:
             started, cpu = time.perf_counter(), time.process_time()
-            prices = load_prices(con)
             refused: dict[str, str] = {}
-            candidates, derived = derive_changed(con, names, default_reference().with_prices(prices),
-                                                 fingerprint(names, prices), refused)
-            merge_events(con, candidates, utcnow(), complete=True, refused=refused)
+            derivation = derive_changed(con, names, default_reference().with_prices(load_prices(con)), refused)
+            merge_events(con, derivation.candidates, utcnow(), complete=True, refused=refused)
             return {"seconds": round(time.perf_counter() - started, 3), "cpu_s": round(time.process_time() - cpu, 3),
-                    "derived": derived, "events": len(candidates)}
+                    "derived": derivation.derived, "events": len(derivation.candidates), "why": derivation.why}
 
         full = step()
         nothing_new = step()
         put(con, copies(items, args.articles // 100, args.articles))
         one_percent = step()
+        # the next day's reference price of every asset the price asset fetches (those of the reference table)
+        last = max(item["published_at"] for item in copies(items, args.articles // 100, args.articles)).date()
+        tickers = sorted(default_reference().coingecko_ids())
+        con.executemany("INSERT INTO asset_prices VALUES (?, ?, 1.0, 'bench', now())",
+                        [(t, last + timedelta(days=1)) for t in tickers])
+        new_price = step()
         con.close()
     print(json.dumps({
         "bench": "events_memo", "at": datetime.now().isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
                     "load_1m": os.getloadavg()[0]},
         "articles": args.articles, "labelled_items": len(items),
-        "full_pass": full, "nothing_new": nothing_new, "one_percent_new": one_percent,
+        "full_pass": full, "nothing_new": nothing_new, "one_percent_new": one_percent, "new_day_prices": new_price,
         "ratio_nothing_new_to_full": round(nothing_new["seconds"] / full["seconds"], 4),
         "ratio_one_percent_to_full": round(one_percent["seconds"] / full["seconds"], 4),
     }, indent=2))

@@ -51,12 +51,10 @@ def put(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> None:
 
 
 def by_memo(con: duckdb.DuckDBPyConnection, now: datetime) -> int:
-    prices = load_prices(con)
     refused: dict[str, str] = {}
-    candidates, derived = derive_changed(con, NAMES, default_reference().with_prices(prices),
-                                         fingerprint(NAMES, prices), refused)
-    merge_events(con, candidates, now, complete=True, refused=refused)
-    return derived
+    derivation = derive_changed(con, NAMES, default_reference().with_prices(load_prices(con)), refused)
+    merge_events(con, derivation.candidates, now, complete=True, refused=refused)
+    return derivation.derived
 
 
 def by_full_pass(con: duckdb.DuckDBPyConnection, now: datetime) -> None:
@@ -106,11 +104,19 @@ def test_the_memo_derives_only_what_changed_and_merges_what_a_full_pass_merges(
         assert memo.execute("SELECT count(*) FROM prediction_events WHERE withdrawn_reason IS NOT NULL"
                             ).fetchall()[0][0] >= 1
 
-        # New reference prices are a new fingerprint: every article is derived again. These put every BTC level
-        # out of the price band, so the checks refuse the BTC questions and their events are withdrawn saying so.
+        # New reference prices: the articles naming BTC from its previous price day on (the shipped table's
+        # 2025-07-01) are derived again, not the older ones nor the others. These put every BTC level out of the price band, so the checks refuse
+        # the BTC questions and their events are withdrawn saying so.
         days = [(date(2026, 10, 1) + timedelta(days=i), NOW) for i in range(60)]
+        since = default_reference().previous_price_day("BTC", date(2026, 10, 1))
+        later = full.execute("SELECT count(*) FROM articles WHERE list_contains(tickers, 'BTC') AND published_at >= ?",
+                             [since]).fetchall()[0][0]
+        assert 0 < later < len(labelled)
         assert step(lambda con: con.executemany("INSERT INTO asset_prices VALUES ('BTC', ?, 3.0, 'test', ?)", days),
-                    NOW + timedelta(hours=1)) == len(labelled)
+                    NOW + timedelta(hours=1)) == later
+        # A price changed on a day of the past (a corrected fetch): the same, from that ticker's day before it.
+        assert step(lambda con: con.execute("UPDATE asset_prices SET usd = 2.5 WHERE day = '2026-11-10'"),
+                    NOW + timedelta(hours=2)) > 0
         reasons = {r[0] for r in memo.execute(
             "SELECT withdrawn_reason FROM prediction_events WHERE asset = 'BTC' AND withdrawn_reason IS NOT NULL"
         ).fetchall()}
@@ -118,19 +124,30 @@ def test_the_memo_derives_only_what_changed_and_merges_what_a_full_pass_merges(
         # An article gone from the warehouse leaves the memo; its events stay listed, as with a full pass.
         gone = sources[0]
         assert step(lambda con: con.execute("DELETE FROM articles WHERE id = ?", [gone]),
-                    NOW + timedelta(hours=2)) == 0
+                    NOW + timedelta(hours=3)) == 0
+        # a ticker moved to the topics is a changed input (a hash of the columns one by one would not tell)
+        tagged = next(dict(a) for a in labelled if a["tickers"] and a["id"] != gone)
+        tagged.update(tickers=tagged["tickers"][:1], topics=[])
+        assert step(lambda con: put(con, [tagged]), NOW + timedelta(hours=4)) == 1
+        moved = {**tagged, "tickers": [], "topics": tagged["tickers"]}
+        assert step(lambda con: put(con, [moved]), NOW + timedelta(hours=5)) == 1
         assert memo.execute("SELECT count(*) FROM event_memo WHERE article_id = ?", [gone]).fetchall()[0][0] == 0
     finally:
         memo.close()
         full.close()
 
 
-def test_the_fingerprint_follows_the_rules_and_the_prices(tmp_path: Path) -> None:
-    prices = [("BTC", date(2026, 11, 1), 90000.0)]
-    first = fingerprint(NAMES, prices)
-    assert fingerprint(NAMES, list(prices)) == first
-    assert fingerprint(NAMES, [*prices, ("ETH", date(2026, 11, 1), 3000.0)]) != first
-    assert fingerprint({**NAMES, "BTC": "Bitcoin Core"}, prices) != first
+def test_the_fingerprint_follows_the_loaded_code_and_data_not_the_files_on_disk(tmp_path: Path) -> None:
+    from pipeline.events import derive
+
+    first = fingerprint(NAMES)
+    assert fingerprint(dict(NAMES)) == first
+    assert fingerprint({**NAMES, "BTC": "Bitcoin Core"}) != first
+    # a deploy that rewrites a rule file under a running process changes nothing the process derives with
+    path = Path(derive.__file__)
+    assert b"def derive_article" in derive.LOADED_CODE["pipeline.events.derive"]
+    assert derive.LOADED_CODE["pipeline.events.derive"] == path.read_bytes()  # read when the module was loaded
+    assert set(derive.LOADED_CODE) >= {"pipeline.events.price", "pipeline.events.templates", "pipeline.events.dates"}
 
 
 def test_the_rederive_events_job_derives_every_article_again(data_home: Path, labelled: list[dict]) -> None:

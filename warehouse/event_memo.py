@@ -2,12 +2,15 @@
 
 Derivation reads one article at a time and nothing else but its rules and reference data, so a result stays right
 until the article's inputs or that reference data (the ``fingerprint``) change. A run derives the stale articles
-only, stores their results here, and merges the events of every article from the memo, as a full pass would.
+only, stores their results here, and merges the events of every article from the memo, as a full pass would. The
+warehouse's reference prices are compared row by row instead (``event_memo_prices``): a new day's price makes stale
+only the articles from the ticker's previous price day on, whose checks read it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import date, datetime
 from typing import Any
 
 import duckdb
@@ -20,25 +23,46 @@ COLUMNS = ("id", "title", "summary", "url", "image_url", "source_name", "publish
 
 
 def _input_hash(alias: str) -> str:
-    return f"hash({', '.join(f'{alias}.{c}' for c in COLUMNS)})"
+    # DuckDB's hash() adds nothing for an empty list, so a tag moved from tickers (now empty) to topics would hash
+    # as before: the topics are hashed with a prefix of their own.
+    columns = [f"list_transform({alias}.topics, lambda t: 'topic:' || t)" if c == "topics" else f"{alias}.{c}"
+               for c in COLUMNS]
+    return f"hash({', '.join(columns)})"
 
 
-def stale_articles(con: duckdb.DuckDBPyConnection, fingerprint: str) -> list[tuple[Any, ...]]:
-    """The articles with no memo under ``fingerprint`` for their current inputs: ``COLUMNS`` and the input hash."""
+def changed_prices(con: duckdb.DuckDBPyConnection) -> list[tuple[str, date]]:
+    """``(ticker, day)`` of the reference prices added, changed or removed since the memo's results were stored."""
+    return con.execute(
+        """SELECT DISTINCT ticker, day FROM (
+             (SELECT ticker, day, usd FROM asset_prices EXCEPT SELECT ticker, day, usd FROM event_memo_prices)
+             UNION ALL
+             (SELECT ticker, day, usd FROM event_memo_prices EXCEPT SELECT ticker, day, usd FROM asset_prices))
+           ORDER BY ALL"""
+    ).fetchall()
+
+
+def stale_articles(con: duckdb.DuckDBPyConnection, fingerprint: str,
+                   repriced: Sequence[tuple[str, datetime]] = ()) -> list[tuple[Any, ...]]:
+    """The articles with no memo under ``fingerprint`` for their current inputs, and those naming a ticker of
+    ``repriced`` published at or after its time (their checks read a changed price): ``COLUMNS`` and the input
+    hash."""
     columns = ", ".join(f"a.{c}" for c in COLUMNS)
     return con.execute(
         f"""SELECT {columns}, {_input_hash("a")} FROM articles a
         LEFT JOIN event_memo m ON m.article_id = a.id AND m.fingerprint = $fp
-        WHERE m.article_id IS NULL OR m.input_hash <> {_input_hash("a")}
+        WHERE m.article_id IS NULL OR m.input_hash <> {_input_hash("a")} OR EXISTS (
+            SELECT 1 FROM (SELECT unnest($tickers::VARCHAR[]) AS ticker, unnest($since::TIMESTAMP[]) AS since) r
+            WHERE list_contains(a.tickers, r.ticker) AND a.published_at >= r.since)
         ORDER BY a.id""",
-        {"fp": fingerprint},
+        {"fp": fingerprint, "tickers": [t for t, _ in repriced], "since": [s for _, s in repriced]},
     ).fetchall()
 
 
 def store(con: duckdb.DuckDBPyConnection, fingerprint: str,
           rows: Sequence[tuple[str, int, str | None, str | None]]) -> None:
     """Record ``(article_id, input_hash, candidate_json, refused_json)`` of derived articles (replacing their earlier
-    rows), and drop the rows of other fingerprints and of articles no longer stored. One transaction."""
+    rows), and drop the rows of other fingerprints and of articles no longer stored; the prices they were derived
+    with become the warehouse's. One transaction."""
     import pyarrow as pa  # only the events step needs it
 
     table = pa.table({
@@ -55,13 +79,21 @@ def store(con: duckdb.DuckDBPyConnection, fingerprint: str,
                         "OR article_id IN (SELECT article_id FROM _memo_new)")
             con.execute("INSERT INTO event_memo SELECT article_id, input_hash, $fp, candidate, refused FROM _memo_new",
                         {"fp": fingerprint})
+            con.execute("DELETE FROM event_memo_prices")
+            con.execute("INSERT INTO event_memo_prices SELECT ticker, day, usd FROM asset_prices")
     finally:
         con.unregister("_memo_new")
 
 
 def forget(con: duckdb.DuckDBPyConnection) -> None:
     """Drop every memo row: the next derivation reads every article again."""
-    con.execute("DELETE FROM event_memo")
+    con.execute("DELETE FROM event_memo; DELETE FROM event_memo_prices")
+
+
+def has_results(con: duckdb.DuckDBPyConnection, fingerprint: str) -> bool:
+    """Whether the memo holds results under ``fingerprint`` (none: every article is derived this run)."""
+    return bool(con.execute("SELECT count(*) FROM event_memo WHERE fingerprint = $fp LIMIT 1",
+                            {"fp": fingerprint}).fetchall()[0][0])
 
 
 def results(con: duckdb.DuckDBPyConnection, fingerprint: str) -> list[tuple[str | None, str | None]]:

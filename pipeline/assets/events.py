@@ -90,7 +90,7 @@ def asset_reference_prices(context: dg.AssetExecutionContext, warehouse: Warehou
 )
 def prediction_events(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
     from models.tagging import load_registry
-    from pipeline.events.memo import derive_changed, fingerprint
+    from pipeline.events.memo import derive_changed
     from pipeline.events.reference import default_reference
     from warehouse.db import utcnow
     from warehouse.event_memo import forget
@@ -104,9 +104,10 @@ def prediction_events(context: dg.AssetExecutionContext, warehouse: WarehouseRes
         if context.run.tags.get(FULL_DERIVATION_TAG) == "1":  # the rederive_events job: forget the memo
             forget(con)
         refused: dict[str, str] = {}
-        # Only the articles whose inputs changed are derived; the rest come from the memo of earlier runs, unless
-        # the rules, the registry or the reference prices changed (a new fingerprint derives every article).
-        candidates, derived = derive_changed(con, names, reference, fingerprint(names, prices), refused)
+        # Only the articles whose inputs or prices changed are derived; the rest come from the memo of earlier
+        # runs, unless the rules or the reference data changed (pipeline.events.memo).
+        derivation = derive_changed(con, names, reference, refused)
+        candidates, derived = derivation.candidates, derivation.derived
         considered = con.execute("SELECT count(*) FROM articles").fetchall()[0][0]
         # The candidates cover every article: a stored event not among them is withdrawn (kept, with the reason).
         report = merge_events(con, candidates, utcnow(), complete=True, refused=refused)
@@ -120,6 +121,7 @@ def prediction_events(context: dg.AssetExecutionContext, warehouse: WarehouseRes
         metadata={
             "articles_considered": considered,
             "articles_derived": derived,
+            "derived_because": derivation.why,
             "candidates": len(candidates),
             "rows": total,
             "open": open_,

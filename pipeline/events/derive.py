@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import lru_cache
+from pathlib import Path
 
 from pipeline.events.dates import default_price_date, instant, local_time
 from pipeline.events.ids import event_id
@@ -34,6 +36,11 @@ from pipeline.events.templates import (
 )
 from pipeline.events.text import clean, sentences, summary_text
 from warehouse.db import naive_utc
+
+# The source of this package's modules as this process loaded them (read right after their imports above): the
+# event memo's fingerprint names the code that derives, not what a deploy put on disk later in a running process.
+LOADED_CODE = {name: Path(module.__file__).read_bytes() for name, module in sorted(sys.modules.items())
+               if name.startswith("pipeline.events.") and getattr(module, "__file__", None)}
 
 OPTIONS = ("Yes", "No")
 
@@ -221,6 +228,11 @@ def app_tickers() -> frozenset[str]:
     return _registry()[0]
 
 
+def stablecoin_tickers() -> frozenset[str]:
+    """The registry's stablecoins (a level of theirs is no price question)."""
+    return _registry()[1]
+
+
 # A stablecoin trades near $1: a level outside this band is another asset's price or a sum ("$1,000 of FDUSD").
 STABLE_BAND = (0.5, 2.0)
 
@@ -265,7 +277,7 @@ def refusal(found: Found, published: datetime, reference: Reference, names: Mapp
     has traded for over a year has no mainnet launch ahead; an upgrade or product name must read as a name."""
     name = names.get(found.ticker, found.ticker)
     day = f"{published:%Y-%m-%d}"
-    if found.kind == PRICE and found.threshold is not None and found.ticker in _registry()[1] and not (
+    if found.kind == PRICE and found.threshold is not None and found.ticker in stablecoin_tickers() and not (
             STABLE_BAND[0] <= found.threshold <= STABLE_BAND[1]):
         return (f"{format_money(found.threshold)} is not a plausible {found.ticker} price on {day}: a stablecoin "
                 f"trades near $1, so a level must lie between {format_money(STABLE_BAND[0])} and "

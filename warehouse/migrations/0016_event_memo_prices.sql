@@ -1,0 +1,7 @@
+-- The reference prices (asset_prices) the event memo's results were derived with: a price added or changed since
+-- makes stale only the articles whose checks read it (those from the ticker's previous price day on), not all.
+CREATE TABLE event_memo_prices (
+    ticker VARCHAR NOT NULL,
+    day    DATE NOT NULL,
+    usd    DOUBLE NOT NULL
+);
