@@ -219,8 +219,10 @@ def materialize(
     select: list[str] | None = None,
     wait_timeout: float | None = None,
     say: Callable[[str], None] = print,
+    rederive: bool = False,
 ) -> RunSummary:
     """Materialize the selected assets (all by default) with the in-process executor, so it starts fast.
+    ``rederive``: the events step derives every article again (as the ``rederive_events`` job does).
 
     First, with the data home's materialization lock held: recover what a crashed run left, and wait (saying so
     once, at most ``wait_timeout`` seconds) for a live run that holds the writer pool."""
@@ -239,6 +241,10 @@ def materialize(
             raise ValueError(f"unknown asset(s) {', '.join(unknown)}: choose from {', '.join(sorted(names))}")
         selection = dg.AssetSelection.assets(*select)
     tags = process_tags()
+    if rederive:
+        from pipeline.automation import FULL_DERIVATION_TAG
+
+        tags[FULL_DERIVATION_TAG] = "1"
 
     def find_run(token: str) -> str | None:
         found = instance.get_run_ids(dg.RunsFilter(tags={TAG_TOKEN: token}), limit=1)

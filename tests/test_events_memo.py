@@ -174,3 +174,27 @@ def test_the_rederive_events_job_derives_every_article_again(data_home: Path, la
     assert derived() == 0  # a scheduled run with nothing new
     assert rederive_events_job.tags == {FULL_DERIVATION_TAG: "1"}  # what the job's runs carry
     assert derived(tags={FULL_DERIVATION_TAG: "1"}) == 50
+
+
+def test_materialize_rederive_derives_every_article_again(data_home: Path, labelled: list[dict]) -> None:
+    from typer.testing import CliRunner
+
+    from pipeline.cli import app
+    from warehouse.config import get_settings
+
+    settings = get_settings()
+    settings.warehouse_path.parent.mkdir(parents=True, exist_ok=True)
+    con = connect(settings.warehouse_path)
+    put(con, labelled[:40])
+    con.close()
+
+    def derived(*flags: str) -> int:
+        result = CliRunner().invoke(app, ["materialize", "--select", "prediction_events", "--json", *flags])
+        assert result.exit_code == 0, result.output
+        doc = json.loads(result.output[result.output.index("{"):])
+        (events,) = [a for a in doc["assets"] if a["asset"] == "prediction_events"]
+        return events["metadata"]["articles_derived"]
+
+    assert derived() == 40
+    assert derived() == 0
+    assert derived("--rederive") == 40

@@ -128,7 +128,7 @@ def disk_full(settings: Any, exc: BaseException) -> str | None:
 
 
 def run_materialize(feeds: Path | None, select: str | None, as_json: bool, wait_timeout: float | None = None,
-                    emit: bool = True) -> Any:
+                    emit: bool = True, rederive: bool = False) -> Any:
     """Run the selected assets and print the summary (JSON with ``as_json``; nothing when not ``emit``, unless the
     run failed or was stopped: then the JSON summary is the one document `--json` prints)."""
     from pipeline.jobs import InstanceError
@@ -148,7 +148,7 @@ def run_materialize(feeds: Path | None, select: str | None, as_json: bool, wait_
             fail(str(exc))
     stop_on_sigterm()
     try:
-        summary = do_materialize(settings, chosen, wait_timeout=wait_timeout, say=_say)
+        summary = do_materialize(settings, chosen, wait_timeout=wait_timeout, say=_say, rederive=rederive)
     except (ValueError, WaitTimeout, WarehouseLocked, InstanceError) as exc:
         fail(str(exc))
     except KeyboardInterrupt:
@@ -191,13 +191,15 @@ def register(app: typer.Typer) -> None:
             None, "--select", help="Comma-separated assets to materialize (default: all), e.g. raw_articles,articles."
         ),
         wait_timeout: float | None = WAIT_TIMEOUT,
+        rederive: bool = typer.Option(False, "--rederive", help="Derive events from every article again, not "
+                                      "only from the changed ones (as the rederive_events job)."),
         as_json: bool = JSON,
     ) -> None:
         """Materialize the pipeline's assets in-process (recorded in the Dagster instance under the data home).
 
         First it repairs what a crashed run left (and prints each repair), and waits for a live run that holds
         the warehouse, saying which."""
-        summary = run_materialize(feeds, select, as_json, wait_timeout)
+        summary = run_materialize(feeds, select, as_json, wait_timeout, rederive=rederive)
         if not summary.ok:
             raise typer.Exit(1)
 
