@@ -16,6 +16,7 @@ from pipeline.events import derive_events
 from pipeline.events.evaluate import eval_tagging
 from pipeline.events.memo import derive_changed, fingerprint
 from pipeline.events.reference import default_reference
+from warehouse.config import Settings, get_settings
 from warehouse.db import connect
 from warehouse.event_memo import COLUMNS
 from warehouse.events import WITHDRAWN_DEFAULT, merge_events
@@ -150,18 +151,24 @@ def test_the_fingerprint_follows_the_loaded_code_and_data_not_the_files_on_disk(
     assert set(derive.LOADED_CODE) >= {"pipeline.events.price", "pipeline.events.templates", "pipeline.events.dates"}
 
 
-def test_the_rederive_events_job_derives_every_article_again(data_home: Path, labelled: list[dict]) -> None:
-    import dagster as dg
-
-    from pipeline.automation import FULL_DERIVATION_TAG, rederive_events_job
-    from pipeline.definitions import ALL_ASSETS, resources
-    from warehouse.config import get_settings
-
+@pytest.fixture
+def home_of_50(data_home: Path, labelled: list[dict]) -> Settings:
+    """A data home whose warehouse holds 50 labelled articles and nothing derived yet."""
     settings = get_settings()
     settings.warehouse_path.parent.mkdir(parents=True, exist_ok=True)
     con = connect(settings.warehouse_path)
     put(con, labelled[:50])
     con.close()
+    return settings
+
+
+def test_the_rederive_events_job_derives_every_article_again(home_of_50: Settings) -> None:
+    import dagster as dg
+
+    from pipeline.automation import FULL_DERIVATION_TAG, rederive_events_job
+    from pipeline.definitions import ALL_ASSETS, resources
+
+    settings = home_of_50
     instance = dg.DagsterInstance.ephemeral()
 
     def derived(**kw) -> int:
@@ -176,17 +183,10 @@ def test_the_rederive_events_job_derives_every_article_again(data_home: Path, la
     assert derived(tags={FULL_DERIVATION_TAG: "1"}) == 50
 
 
-def test_materialize_rederive_derives_every_article_again(data_home: Path, labelled: list[dict]) -> None:
+def test_materialize_rederive_derives_every_article_again(home_of_50: Settings) -> None:
     from typer.testing import CliRunner
 
     from pipeline.cli import app
-    from warehouse.config import get_settings
-
-    settings = get_settings()
-    settings.warehouse_path.parent.mkdir(parents=True, exist_ok=True)
-    con = connect(settings.warehouse_path)
-    put(con, labelled[:40])
-    con.close()
 
     def derived(*flags: str) -> int:
         result = CliRunner().invoke(app, ["materialize", "--select", "prediction_events", "--json", *flags])
@@ -195,6 +195,6 @@ def test_materialize_rederive_derives_every_article_again(data_home: Path, label
         (events,) = [a for a in doc["assets"] if a["asset"] == "prediction_events"]
         return events["metadata"]["articles_derived"]
 
-    assert derived() == 40
+    assert derived() == 50
     assert derived() == 0
-    assert derived("--rederive") == 40
+    assert derived("--rederive") == 50
