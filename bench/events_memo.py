@@ -66,11 +66,9 @@ def main() -> None:
     args = parser.parse_args()
 
     from models.tagging import load_registry
-    from pipeline.events.memo import derive_changed
+    from pipeline.events.memo import derive_and_merge
     from pipeline.events.reference import default_reference
     from warehouse.db import connect, utcnow
-    from warehouse.events import merge_events
-    from warehouse.prices import load_prices
 
     names = {a.symbol: a.name for a in load_registry()}
     items = labelled()
@@ -80,9 +78,7 @@ def main() -> None:
 
         def step() -> dict:
             started, cpu = time.perf_counter(), time.process_time()
-            refused: dict[str, str] = {}
-            derivation = derive_changed(con, names, default_reference().with_prices(load_prices(con)), refused)
-            merge_events(con, derivation.candidates, utcnow(), complete=True, refused=refused)
+            derivation, _ = derive_and_merge(con, names, utcnow())  # what the asset runs
             return {"seconds": round(time.perf_counter() - started, 3), "cpu_s": round(time.process_time() - cpu, 3),
                     "derived": derivation.derived, "events": len(derivation.candidates), "why": derivation.why}
 

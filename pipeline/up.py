@@ -62,7 +62,8 @@ def serve_after_up(settings: Settings, summary: dict[str, Any] | None = None) ->
     key = local_key(settings)
     base = f"http://{settings.host}:{settings.port}"
     # a failed render answers JSON, which --fail-with-body writes into the output file: `cat` shows it
-    pdf = f"curl -s --fail-with-body '{base}/api/html-to-pdf/{key}?url=https://example.com' -o page.pdf || cat page.pdf"
+    pdf = (f"rm -f page.pdf; curl -sS --fail-with-body '{base}/api/html-to-pdf/{key}?url=https://example.com' "
+           "-o page.pdf || { cat page.pdf 2>/dev/null; false; }")
     lines = ["", f"access key (pro plan, shown once): {key}", "try it:", "  " + curl_example(settings, key),
              f"GraphiQL: open {base}/crypto-news/{key} in a browser", f"PDF:      {pdf}", f"overview: {base}/", ""]
     if summary is not None:

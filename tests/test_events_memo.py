@@ -14,11 +14,10 @@ import pytest
 from models.tagging import load_registry
 from pipeline.events import derive_events
 from pipeline.events.evaluate import eval_tagging
-from pipeline.events.memo import derive_changed, fingerprint
+from pipeline.events.memo import derive_and_merge, fingerprint
 from pipeline.events.reference import default_reference
 from warehouse.config import Settings, get_settings
 from warehouse.db import connect
-from warehouse.event_memo import COLUMNS
 from warehouse.events import WITHDRAWN_DEFAULT, merge_events
 from warehouse.prices import load_prices
 
@@ -52,9 +51,7 @@ def put(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> None:
 
 
 def by_memo(con: duckdb.DuckDBPyConnection, now: datetime) -> int:
-    refused: dict[str, str] = {}
-    derivation = derive_changed(con, NAMES, default_reference().with_prices(load_prices(con)), refused)
-    merge_events(con, derivation.candidates, now, complete=True, refused=refused)
+    derivation, _ = derive_and_merge(con, NAMES, now)  # what the asset runs
     return derivation.derived
 
 
@@ -62,8 +59,9 @@ def by_full_pass(con: duckdb.DuckDBPyConnection, now: datetime) -> None:
     from pipeline.events import ArticleIn
 
     reference = default_reference().with_prices(load_prices(con))
-    inputs = [ArticleIn(*r) for r in con.execute(f"SELECT {', '.join(COLUMNS)} FROM articles ORDER BY published_at, id"
-                                                ).fetchall()]
+    inputs = [ArticleIn(*r) for r in con.execute(  # every column derivation reads, as the asset read them before
+        "SELECT id, title, summary, url, image_url, source_name, published_at, tickers, topics, published_offset "
+        "FROM articles ORDER BY published_at, id").fetchall()]
     refused: dict[str, str] = {}
     merge_events(con, derive_events(inputs, NAMES, reference=reference, refused=refused), now, complete=True,
                  refused=refused)
@@ -126,6 +124,12 @@ def test_the_memo_derives_only_what_changed_and_merges_what_a_full_pass_merges(
         gone = sources[0]
         assert step(lambda con: con.execute("DELETE FROM articles WHERE id = ?", [gone]),
                     NOW + timedelta(hours=3)) == 0
+        # every column derivation reads is an input: its edit alone derives the article again
+        for column, value in (("published_offset", -300), ("url", "https://moved.example/a"),
+                              ("image_url", "https://img.example/a.png"), ("source_name", "Other Wire")):
+            assert step(lambda con, c=column, v=value: con.execute(f"UPDATE articles SET {c} = ? WHERE id = ?",
+                                                                   [v, sources[1]]),
+                        NOW + timedelta(hours=3, minutes=len(column))) == 1, column
         # a ticker moved to the topics is a changed input (a hash of the columns one by one would not tell)
         tagged = next(dict(a) for a in labelled if a["tickers"] and a["id"] != gone)
         tagged.update(tickers=tagged["tickers"][:1], topics=[])
@@ -138,17 +142,21 @@ def test_the_memo_derives_only_what_changed_and_merges_what_a_full_pass_merges(
         full.close()
 
 
-def test_the_fingerprint_follows_the_loaded_code_and_data_not_the_files_on_disk(tmp_path: Path) -> None:
+def test_the_fingerprint_follows_the_loaded_code_and_data_not_the_files_on_disk(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     from pipeline.events import derive
 
     first = fingerprint(NAMES)
     assert fingerprint(dict(NAMES)) == first
     assert fingerprint({**NAMES, "BTC": "Bitcoin Core"}) != first
-    # a deploy that rewrites a rule file under a running process changes nothing the process derives with
-    path = Path(derive.__file__)
-    assert b"def derive_article" in derive.LOADED_CODE["pipeline.events.derive"]
-    assert derive.LOADED_CODE["pipeline.events.derive"] == path.read_bytes()  # read when the module was loaded
     assert set(derive.LOADED_CODE) >= {"pipeline.events.price", "pipeline.events.templates", "pipeline.events.dates"}
+    # a deploy that rewrites the rule files under a running process: the process still derives with what it loaded,
+    # and so its fingerprint stays
+    monkeypatch.setattr(Path, "read_bytes", lambda self: b"# rewritten by a deploy\n")
+    assert fingerprint(NAMES) == first
+    # the code it loaded is what names it
+    monkeypatch.setitem(derive.LOADED_CODE, "pipeline.events.price", b"# other rules\n")
+    assert fingerprint(NAMES) != first
 
 
 @pytest.fixture
@@ -198,3 +206,6 @@ def test_materialize_rederive_derives_every_article_again(home_of_50: Settings) 
     assert derived() == 50
     assert derived() == 0
     assert derived("--rederive") == 50
+    # without the events step in the selection it would do nothing: a mistake in the command line
+    result = CliRunner().invoke(app, ["materialize", "--select", "raw_articles", "--rederive"])
+    assert result.exit_code == 2 and "prediction_events" in result.output, result.output

@@ -209,3 +209,5 @@ def test_usage_with_a_redis_url_of_another_scheme_is_one_line(data_home: Path, m
         assert "CRYPTOWIRE_REDIS_URL must start with redis://" in out, out
     document = next(line for line in out.splitlines() if line.startswith("{"))  # --json: also a document on stdout
     assert json.loads(document)["exitCode"] == 2
+    code, out = _cli(runner, "up")  # stops before the run, as `serve` would after it
+    assert code == 2 and "CRYPTOWIRE_REDIS_URL must start with redis://" in out and "Traceback" not in out, out

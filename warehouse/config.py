@@ -31,7 +31,8 @@ REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 def redis_url_problem(url: str) -> str | None:
     """Why ``CRYPTOWIRE_REDIS_URL`` is not a Redis URL (showing its scheme only: the URL may hold a password), or
-    None. Checked by the commands that use Redis (serve, worker, backfill) before Celery or redis-py fail on it."""
+    None. Checked by the commands that use Redis (serve, up, usage, worker, backfill) before Celery or redis-py fail
+    on it."""
     if url.startswith(REDIS_SCHEMES):
         return None
     scheme = url.split("://", 1)[0] + "://" if "://" in url else "no scheme"

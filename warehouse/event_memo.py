@@ -42,27 +42,28 @@ def changed_prices(con: duckdb.DuckDBPyConnection) -> list[tuple[str, date]]:
 
 
 def stale_articles(con: duckdb.DuckDBPyConnection, fingerprint: str,
-                   repriced: Sequence[tuple[str, datetime]] = ()) -> list[tuple[Any, ...]]:
+                   repriced: Sequence[tuple[str, datetime]] = (), every: bool = False) -> list[tuple[Any, ...]]:
     """The articles with no memo under ``fingerprint`` for their current inputs, and those naming a ticker of
-    ``repriced`` published at or after its time (their checks read a changed price): ``COLUMNS`` and the input
-    hash."""
+    ``repriced`` published at or after its time (their checks read a changed price); every article with ``every``.
+    Rows: ``COLUMNS`` and the input hash."""
     columns = ", ".join(f"a.{c}" for c in COLUMNS)
     return con.execute(
-        f"""SELECT {columns}, {_input_hash("a")} FROM articles a
+        f"""WITH a AS (SELECT *, {_input_hash("articles")} AS input_hash FROM articles)
+        SELECT {columns}, a.input_hash FROM a
         LEFT JOIN event_memo m ON m.article_id = a.id AND m.fingerprint = $fp
-        WHERE m.article_id IS NULL OR m.input_hash <> {_input_hash("a")} OR EXISTS (
+        WHERE $every OR m.article_id IS NULL OR m.input_hash <> a.input_hash OR EXISTS (
             SELECT 1 FROM (SELECT unnest($tickers::VARCHAR[]) AS ticker, unnest($since::TIMESTAMP[]) AS since) r
             WHERE list_contains(a.tickers, r.ticker) AND a.published_at >= r.since)
         ORDER BY a.id""",
-        {"fp": fingerprint, "tickers": [t for t, _ in repriced], "since": [s for _, s in repriced]},
+        {"fp": fingerprint, "every": every, "tickers": [t for t, _ in repriced], "since": [s for _, s in repriced]},
     ).fetchall()
 
 
-def store(con: duckdb.DuckDBPyConnection, fingerprint: str,
-          rows: Sequence[tuple[str, int, str | None, str | None]]) -> None:
+def store(con: duckdb.DuckDBPyConnection, fingerprint: str, rows: Sequence[tuple[str, int, str | None, str | None]],
+          prices: Sequence[tuple[str, date, float]], replace_all: bool = False) -> None:
     """Record ``(article_id, input_hash, candidate_json, refused_json)`` of derived articles (replacing their earlier
-    rows), and drop the rows of other fingerprints and of articles no longer stored; the prices they were derived
-    with become the warehouse's. One transaction."""
+    rows; every row with ``replace_all``), drop the rows of other fingerprints and of articles no longer stored, and
+    record ``prices`` (ticker, day, USD: the warehouse's, as derivation read them) as the memo's. One transaction."""
     import pyarrow as pa  # only the events step needs it
 
     table = pa.table({
@@ -71,28 +72,30 @@ def store(con: duckdb.DuckDBPyConnection, fingerprint: str,
         "candidate": pa.array([r[2] for r in rows], pa.string()),
         "refused": pa.array([r[3] for r in rows], pa.string()),
     })
+    read = pa.table({
+        "ticker": pa.array([p[0] for p in prices], pa.string()),
+        "day": pa.array([p[1] for p in prices], pa.date32()),
+        "usd": pa.array([p[2] for p in prices], pa.float64()),
+    })
     con.register("_memo_new", table)
+    con.register("_memo_prices", read)
     try:
         with transaction(con):
-            con.execute("DELETE FROM event_memo WHERE fingerprint <> $fp", {"fp": fingerprint})
-            con.execute("DELETE FROM event_memo WHERE article_id NOT IN (SELECT id FROM articles) "
-                        "OR article_id IN (SELECT article_id FROM _memo_new)")
+            con.execute("DELETE FROM event_memo WHERE $all OR fingerprint <> $fp OR article_id NOT IN "
+                        "(SELECT id FROM articles) OR article_id IN (SELECT article_id FROM _memo_new)",
+                        {"fp": fingerprint, "all": replace_all})
             con.execute("INSERT INTO event_memo SELECT article_id, input_hash, $fp, candidate, refused FROM _memo_new",
                         {"fp": fingerprint})
             con.execute("DELETE FROM event_memo_prices")
-            con.execute("INSERT INTO event_memo_prices SELECT ticker, day, usd FROM asset_prices")
+            con.execute("INSERT INTO event_memo_prices SELECT ticker, day, usd FROM _memo_prices")
     finally:
         con.unregister("_memo_new")
-
-
-def forget(con: duckdb.DuckDBPyConnection) -> None:
-    """Drop every memo row: the next derivation reads every article again."""
-    con.execute("DELETE FROM event_memo; DELETE FROM event_memo_prices")
+        con.unregister("_memo_prices")
 
 
 def has_results(con: duckdb.DuckDBPyConnection, fingerprint: str) -> bool:
     """Whether the memo holds results under ``fingerprint`` (none: every article is derived this run)."""
-    return bool(con.execute("SELECT count(*) FROM event_memo WHERE fingerprint = $fp LIMIT 1",
+    return bool(con.execute("SELECT EXISTS (SELECT 1 FROM event_memo WHERE fingerprint = $fp)",
                             {"fp": fingerprint}).fetchall()[0][0])
 
 

@@ -90,27 +90,17 @@ def asset_reference_prices(context: dg.AssetExecutionContext, warehouse: Warehou
 )
 def prediction_events(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
     from models.tagging import load_registry
-    from pipeline.events.memo import derive_changed
-    from pipeline.events.reference import default_reference
+    from pipeline.events.memo import derive_and_merge
     from warehouse.db import utcnow
-    from warehouse.event_memo import forget
-    from warehouse.events import merge_events
-    from warehouse.prices import load_prices
 
     names = {a.symbol: a.name for a in load_registry()}
+    full = context.run.tags.get(FULL_DERIVATION_TAG) == "1"  # the rederive_events job, `materialize --rederive`
     with warehouse.connect() as con:
-        prices = load_prices(con)
-        reference = default_reference().with_prices(prices)
-        if context.run.tags.get(FULL_DERIVATION_TAG) == "1":  # the rederive_events job: forget the memo
-            forget(con)
-        refused: dict[str, str] = {}
         # Only the articles whose inputs or prices changed are derived; the rest come from the memo of earlier
         # runs, unless the rules or the reference data changed (pipeline.events.memo).
-        derivation = derive_changed(con, names, reference, refused)
+        derivation, report = derive_and_merge(con, names, utcnow(), full=full)
         candidates, derived = derivation.candidates, derivation.derived
         considered = con.execute("SELECT count(*) FROM articles").fetchall()[0][0]
-        # The candidates cover every article: a stored event not among them is withdrawn (kept, with the reason).
-        report = merge_events(con, candidates, utcnow(), complete=True, refused=refused)
         total, open_ = con.execute(
             "SELECT count(*), count(*) FILTER (WHERE date > now()::TIMESTAMP AND withdrawn_reason IS NULL) "
             "FROM prediction_events"

@@ -199,6 +199,9 @@ def register(app: typer.Typer) -> None:
 
         First it repairs what a crashed run left (and prints each repair), and waits for a live run that holds
         the warehouse, saying which."""
+        if rederive and select and "prediction_events" not in {s.strip() for s in select.split(",")}:
+            raise typer.BadParameter("derives events: add prediction_events to --select, or leave --select out",
+                                     param_hint="--rederive")
         summary = run_materialize(feeds, select, as_json, wait_timeout, rederive=rederive)
         if not summary.ok:
             raise typer.Exit(1)
@@ -266,8 +269,10 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Materialize every asset (on the bundled sample by default), print what landed, then serve the API."""
         if serve:
+            from pipeline.commands.serve import check_redis_scheme
             from pipeline.up import port_in_use
 
+            check_redis_scheme(_settings())  # a bad setting stops before the run, as `serve` does
             problem = port_in_use(_settings())
             if problem:
                 fail(problem)

@@ -298,10 +298,9 @@ def usage(
         return
     # The one-line error below says what failed; metering's own warning for server logs would repeat it.
     logging.getLogger("accounts").setLevel(logging.ERROR)
-    from warehouse.config import redis_url_problem
+    from pipeline.commands.serve import check_redis_scheme
 
-    if settings.redis_url and (problem := redis_url_problem(settings.redis_url)):
-        fail(problem, code=2)  # as `serve` says it, before redis-py raises on it
+    check_redis_scheme(settings)  # as `serve` says it, before redis-py raises on it
     try:
         with _store_errors():
             access = build_access(settings)

@@ -182,21 +182,27 @@ def check_platform_store(settings: Settings) -> None:
         fail(str(exc))
 
 
+def check_redis_scheme(settings: Settings) -> None:
+    """A CRYPTOWIRE_REDIS_URL of another scheme is a bad setting: one line, exit 2 (before redis-py raises on it)."""
+    from pipeline.commands.output import fail
+    from warehouse.config import redis_url_problem
+
+    if settings.redis_url and (problem := redis_url_problem(settings.redis_url)):
+        fail(problem, code=2)
+
+
 def check_redis(settings: Settings) -> None:
     """Reach CRYPTOWIRE_REDIS_URL once before serving: with Redis down every metered request would get 503 while
     the server looked healthy. A URL of another scheme is a bad setting (exit 2), an unreachable one exit 1."""
     from urllib.parse import urlsplit
 
     from pipeline.commands.output import fail
-    from warehouse.config import redis_url_problem
 
     url = settings.redis_url
     if not url:
         return
     import redis  # only when configured: `serve` stays small without it
-    problem = redis_url_problem(url)
-    if problem:
-        fail(problem, code=2)
+    check_redis_scheme(settings)
     try:
         client = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=5)
         try:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from datetime import date, datetime
 
 import duckdb
@@ -33,6 +33,13 @@ from pipeline.events.learned import default_model
 from pipeline.events.reference import Reference, default_reference
 from pipeline.events.templates import english_words
 from warehouse import event_memo
+from warehouse.events import MergeReport, merge_events
+from warehouse.prices import load_prices
+
+# The memo selects these columns for ArticleIn(**row) and hashes them: a field added to one and not the other
+# would leave its edits unseen.
+if event_memo.COLUMNS != tuple(f.name for f in fields(ArticleIn)):
+    raise RuntimeError(f"warehouse.event_memo.COLUMNS {event_memo.COLUMNS} are not ArticleIn's fields")
 
 
 def fingerprint(names: Mapping[str, str]) -> str:
@@ -64,8 +71,9 @@ def from_json(text: str) -> EventCandidate:
 @dataclass(frozen=True)
 class Derivation:
     candidates: list[EventCandidate]  # the events of every article
+    refused: dict[str, str]  # event id -> why a check refused that question (the oldest article's reason)
     derived: int  # articles derived in this run
-    why: str  # why those articles were derived
+    why: str  # why those articles were derived ("" when none was)
 
 
 def repriced(changes: list[tuple[str, date]], reference: Reference) -> list[tuple[str, datetime]]:
@@ -79,32 +87,43 @@ def repriced(changes: list[tuple[str, date]], reference: Reference) -> list[tupl
     return sorted(since.items())
 
 
-def derive_changed(con: duckdb.DuckDBPyConnection, names: Mapping[str, str], reference: Reference,
-                   refused: dict[str, str]) -> Derivation:
+def derive_changed(con: duckdb.DuckDBPyConnection, names: Mapping[str, str], full: bool = False) -> Derivation:
     """Every article's events, deriving only the articles the memo has no current result for (see the module's
-    doc); the memo is brought up to date first, in its own transaction: a crash after it leaves a memo the next
-    run merges from. ``reference`` holds the warehouse's prices too; ``refused`` gets the checks' reasons."""
+    doc), or every article with ``full``. The memo is brought up to date first, in its own transaction (a crash
+    after it leaves a memo the next run merges from), with the warehouse's prices this derivation read."""
+    prices = load_prices(con)
+    reference = default_reference().with_prices(prices)
     current = fingerprint(names)
-    full = not event_memo.has_results(con, current)
-    changed = repriced(event_memo.changed_prices(con), reference)
+    first = not event_memo.has_results(con, current)
+    changed = [] if full or first else repriced(event_memo.changed_prices(con), reference)
     finder = AssetFinder(names, None)
     rows = []
-    for r in event_memo.stale_articles(con, current, changed):
-        fields = dict(zip(event_memo.COLUMNS, r, strict=False))  # by name: COLUMNS are ArticleIn's fields
-        article = ArticleIn(**{**fields, "tickers": tuple(fields["tickers"] or ()),
-                               "topics": tuple(fields["topics"] or ())})
+    for r in event_memo.stale_articles(con, current, changed, every=full):
+        row = dict(zip(event_memo.COLUMNS, r[:-1], strict=True))  # COLUMNS are ArticleIn's fields (checked)
+        article = ArticleIn(**{**row, "tickers": tuple(row["tickers"] or ()), "topics": tuple(row["topics"] or ())})
         own: dict[str, str] = {}
         candidate = derive_article(article, names, finder, reference, own)
         rows.append((article.id, r[-1], to_json(candidate) if candidate else None,
                      json.dumps(own, sort_keys=True) if own else None))
-    event_memo.store(con, current, rows)
-    candidates = []
+    event_memo.store(con, current, rows, prices, replace_all=full)
+    candidates: list[EventCandidate] = []
+    refused: dict[str, str] = {}
     for candidate_json, refused_json in event_memo.results(con, current):
         if candidate_json:
             candidates.append(from_json(candidate_json))
         for key, reason in json.loads(refused_json or "{}").items():
             refused.setdefault(key, reason)  # oldest article first: its reason is kept
-    why = ("every article: new rules or reference data" if full
+    why = ("" if not rows else "asked to derive every article" if full
+           else "no results under this code and reference data yet (a first run, or new rules or data)" if first
            else f"new or changed articles, and those naming {len(changed)} tickers with new prices" if changed
            else "new or changed articles")
-    return Derivation(group_candidates(candidates), len(rows), why)
+    return Derivation(group_candidates(candidates), refused, len(rows), why)
+
+
+def derive_and_merge(con: duckdb.DuckDBPyConnection, names: Mapping[str, str], now: datetime,
+                     full: bool = False) -> tuple[Derivation, MergeReport]:
+    """The ``prediction_events`` step: derive (``derive_changed``) and merge every article's events into the
+    warehouse; the candidates cover every article, so a stored event not among them is withdrawn (kept, with
+    the reason)."""
+    derivation = derive_changed(con, names, full)
+    return derivation, merge_events(con, derivation.candidates, now, complete=True, refused=derivation.refused)

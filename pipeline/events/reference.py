@@ -95,8 +95,9 @@ class Reference:
 
     def previous_price_day(self, ticker: str, day: date) -> date | None:
         """The latest day before ``day`` with a price of ``ticker``; None when there is none."""
-        days = [d for d, _ in self._facts[ticker].prices if d < day] if ticker in self._facts else []
-        return max(days, default=None)
+        prices = self._facts[ticker].prices if ticker in self._facts else []
+        i = bisect.bisect_left(prices, (day, float("-inf")))  # prices are sorted by day
+        return prices[i - 1][0] if i else None
 
     def digest(self) -> str:
         """A text that changes with any fact: start dates, prices, ids (what the event memo's fingerprint reads)."""
