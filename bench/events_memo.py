@@ -3,8 +3,8 @@ against the full pass every run made before (the memo's first run), on one wareh
 
     .venv/bin/python bench/events_memo.py [--articles 50000]
 
-The warehouse holds copies of every labelled article the project ships (models/eval/events.jsonl and events_unseen.jsonl:
-real headlines and summaries, tagged once), each copy with its own id and a publication time shifted by whole days. Each step is
+The warehouse holds copies of every labelled article bench/events.py reads (models/eval/events.jsonl and
+events_unseen.jsonl: real headlines and summaries, tagged once), each copy with its own id and a publication time shifted by whole days. Each step is
 what the asset does: derive (the memo's stale articles only) and merge into ``prediction_events``. Prints JSON.
 """
 
@@ -25,19 +25,13 @@ sys.path.insert(0, str(ROOT))
 
 
 def labelled() -> list[dict]:
-    from models.tagging import get_tagger
+    """bench/events.py's articles (the labelled ones, tagged once), as rows of ``articles``."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from events import articles  # bench/events.py
 
-    tag = get_tagger().tag
-    out = []
-    for name in ("events.jsonl", "events_unseen.jsonl"):  # as bench/events.py
-        for line in (ROOT / "models" / "eval" / name).read_text(encoding="utf-8").splitlines():
-            item = json.loads(line)
-            published = datetime.fromisoformat(item["published_at"]).replace(tzinfo=None)
-            tags = tag(item["title"], item.get("summary") or "", published)
-            out.append({"title": item["title"], "summary": item.get("summary") or "", "published_at": published,
-                        "source_name": item.get("source_name") or item.get("publisher") or "Bench Wire", "tickers": list(tags.symbols),
-                        "topics": list(tags.topics)})
-    return out
+    return [{"title": a["title"], "summary": a["summary"], "source_name": a["source"] or "Bench Wire",
+             "published_at": datetime.fromisoformat(a["published_at"]).replace(tzinfo=None),
+             "tickers": a["tickers"], "topics": a["topics"]} for a in articles()]
 
 
 def copies(items: list[dict], n: int, start: int) -> list[dict]:

@@ -4,7 +4,7 @@ Derivation reads one article at a time and nothing else but its rules and refere
 until the article's inputs or that reference data (the ``fingerprint``) change. A run derives the stale articles
 only, stores their results here, and merges the events of every article from the memo, as a full pass would. The
 warehouse's reference prices are compared row by row instead (``event_memo_prices``): a new day's price makes stale
-only the articles from the ticker's previous price day on, whose checks read it.
+only the articles naming its ticker from the ticker's previous price day on, whose checks read it.
 """
 
 from __future__ import annotations
