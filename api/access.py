@@ -54,6 +54,8 @@ class Access(Protocol):
 class StaticKeys:
     """Access for tests and embedding: any of the given keys works, nothing is metered."""
 
+    metered = False
+
     def __init__(self, keys: list[str]) -> None:
         self._keys = [k.encode() for k in keys if k]
 

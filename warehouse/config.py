@@ -170,12 +170,16 @@ class Settings(BaseSettings):
     )
     pdf_concurrency: int = Field(default=0, ge=0, description="Pages rendered at once (0: number of cores).")
     pdf_queue: int = Field(default=16, ge=0, description="Requests waiting for a renderer before 503.")
+    pdf_per_key: int = Field(default=2, ge=1, description="PDF requests one key may have in progress at once, per "
+                             "worker process (429 beyond): a failed render is refunded, so without it one key could "
+                             "hold every renderer and queue place with slow pages, for free.")
     pdf_allow_hosts: list[str] = Field(
         default_factory=list,
         description="Destinations the PDF renderer may reach despite the SSRF rules (JSON list): host, host:port, "
         "IP, IP:port, [IPv6]:port or CIDR.",
     )
-    pdf_timeout_ms: int = Field(default=30_000, ge=1, description="Default per-request PDF deadline (timeoutMs, at most 60000).")
+    pdf_timeout_ms: int = Field(default=30_000, ge=1000, le=60_000,
+                                description="Default per-request PDF deadline (timeoutMs): 1000 to 60000 ms.")
     pdf_restart_every: int = Field(default=200, ge=0, description="Conversions after which the browser is replaced (0: never).")
     pdf_max_memory_mb: int = Field(default=1024, ge=1, description="Browser memory (PSS, MB) above which it is replaced.")
     pdf_prewarm: bool = Field(default=True, description="Launch Chromium when the server starts (else on first use).")

@@ -33,6 +33,10 @@ COST = 20_000  # compute units per conversion
 STOP_REFUND_SECONDS = 5.0
 
 
+def _requests(n: int) -> str:
+    return f"{n} PDF request" + ("" if n == 1 else "s")
+
+
 def _once_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """``object_pairs_hook``: a key given twice is refused, as in the query string (JSON would keep the last)."""
     out: dict[str, Any] = {}
@@ -143,6 +147,7 @@ class PdfResponse(Response):
 class PdfEndpoint:
     def __init__(self, state: Any) -> None:
         self.state = state
+        self.in_progress: dict[str, int] = {}  # key id -> requests of that key past the key check, not answered yet
 
     @property
     def pool(self) -> BrowserPool:
@@ -176,6 +181,30 @@ class PdfEndpoint:
         else:
             await access.refund(charge)
 
+    def _hold(self, caller: Caller) -> str:
+        """Count a request of ``caller``'s key in progress, or refuse it (429) when the key has ``pdf_per_key``
+        already: failed renders are refunded, so one key's slow pages could otherwise take every renderer and
+        every place in line from the other keys at no cost to it."""
+        limit = self.state.settings.pdf_per_key
+        key = caller.key_id
+        busy = self.in_progress.get(key, 0)
+        if busy >= limit:
+            raise ApiError(
+                429, "TOO_MANY_PDF_REQUESTS",
+                f"this key already has {_requests(busy)} in progress on this server (at most {limit} at once per "
+                "key, CRYPTOWIRE_PDF_PER_KEY): wait for one to finish, then retry",
+                {"Retry-After": "1"},
+            )
+        self.in_progress[key] = busy + 1
+        return key
+
+    def _release(self, key: str) -> None:
+        left = self.in_progress.get(key, 1) - 1
+        if left > 0:
+            self.in_progress[key] = left
+        else:
+            self.in_progress.pop(key, None)
+
     async def handle(self, request: Request) -> Response:
         return await self._handle(request, self.state.access, self.guard)
 
@@ -186,12 +215,15 @@ class PdfEndpoint:
         entry: Entry | None = None
         journal = self.journal
         entered = False  # in the guard's count: from just before the charge until it is settled
+        held: str | None = None  # the key id counted in ``in_progress``
         try:
             try:
                 if request.method == "HEAD":  # Starlette routes HEAD with GET; a render only for its headers is waste
                     raise ApiError(405, "METHOD_NOT_ALLOWED", "use GET or POST to render a page",
                                    {"Allow": "GET, POST"})
                 caller = await access.check(request.path_params["accessKey"], "pdf")
+                if getattr(access, "metered", True):  # StaticKeys (tests, embedding) charges nothing to abuse
+                    held = self._hold(caller)
                 params: PdfParams = parse_params(await read_raw(request), self.state.settings.pdf_timeout_ms)
                 deadline = loop.time() + params.timeout_ms / 1000
                 try:
@@ -226,6 +258,8 @@ class PdfEndpoint:
         finally:
             if entered:
                 guard.leave()
+            if held is not None:
+                self._release(held)
         disposition, _name = content_disposition(params.disposition, params.filename, params.url.host)
         headers = {
             **access.headers(caller, charge),
