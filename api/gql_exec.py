@@ -256,19 +256,31 @@ def _list(kind: str) -> Callable[..., list[str]]:
     return run
 
 
+def _known_ticker(reader: SnapshotReader, req: trends.SentimentRequest) -> None:
+    """A ticker no article (nor event) of the snapshot names is most likely a typo: say so, free of charge, rather
+    than answer the empty series of a real but quiet ticker (which a poller must keep getting). A name (bitcoin), or
+    a symbol of before or after a rename whose other symbol the news has, is said so."""
+    if not trends.known_ticker(reader.con, req.ticker, reader.facts):
+        hints = trends.unknown_ticker_hints(reader.con, req.ticker, reader.facts)
+        advice = "; ".join(hints) if hints else "check the symbol"
+        raise _bad(f"no article in this snapshot mentions the ticker {req.ticker!r}: {advice}; the "
+                   "`tickers` field lists every ticker the news (or an event) names")
+
+
+def check_with_snapshot(plan: Plan, reader: SnapshotReader) -> None:
+    """The arguments only the snapshot can judge, checked before the charge: found wrong while executing, they
+    failed the request after its other root fields had run (twice: the fast executor then falls back), all refunded."""
+    for planned in plan.fields:
+        if planned.name == "assetSentiment":
+            _known_ticker(reader, planned.parsed)
+
+
 def run_sentiment(ctx: Context, req: trends.SentimentRequest, _need: bool = True) -> dict[str, Any]:
     reader = ctx.reader
     assert reader is not None
 
     def series() -> dict[str, Any]:
-        # A ticker no article (nor event) of the snapshot names is most likely a typo: say so, free of charge,
-        # rather than answer the empty series of a real but quiet ticker (which a poller must keep getting). A
-        # name (bitcoin), or a symbol of before or after a rename whose other symbol the news has, is said so.
-        if not trends.known_ticker(reader.con, req.ticker, reader.facts):
-            hints = trends.unknown_ticker_hints(reader.con, req.ticker, reader.facts)
-            advice = "; ".join(hints) if hints else "check the symbol"
-            raise _bad(f"no article in this snapshot mentions the ticker {req.ticker!r}: {advice}; the "
-                       "`tickers` field lists every ticker the news (or an event) names")
+        _known_ticker(reader, req)  # checked before the charge too (``check_with_snapshot``); cached per snapshot
         found = trends.sentiment_series(reader.con, req, reader.facts)
         # Buckets stay the ticker's own: a range across a rename of its asset is noted, not merged.
         return {**found, "_notes": trends.series_hints(reader.con, found, reader.facts)}

@@ -33,7 +33,15 @@ from api.access import ALL_METHODS, Caller, Charge, missing_key_routes
 from api.cost import query_cost
 from api.errors import ApiError
 from api.gql_documents import DocumentCache, Prepared
-from api.gql_exec import Context, Outcome, Plan, coerce_variables, execute_plan, plan_operation
+from api.gql_exec import (
+    Context,
+    Outcome,
+    Plan,
+    check_with_snapshot,
+    coerce_variables,
+    execute_plan,
+    plan_operation,
+)
 from api.responses import FastJSONResponse
 from api.snapshots import Snapshot, SnapshotManager
 from warehouse.read import CacheMiss
@@ -181,6 +189,9 @@ class NewsComponent:
                 gaps, shown = (snap.gaps, snap.name) if snap is not None and plan.needs_snapshot else (frozenset(), "")
                 if gaps:  # a snapshot of an older cryptowire: a field it cannot answer is refused, free
                     older.refuse(plan, shown, gaps)
+                if snap is not None and plan.needs_snapshot:
+                    with snap.reader() as reader:
+                        check_with_snapshot(plan, reader)
                 charge = await access.reserve(caller, cost)
                 usage = await access.usage(caller) if plan.needs_usage else None
                 outcome = await self._execute(plan, snap, usage)

@@ -114,9 +114,23 @@ def test_an_unknown_ticker_is_refused_free_of_charge(server: ApiServer) -> None:
     error = r.json()["errors"][0]
     assert error["extensions"]["code"] == "BAD_USER_INPUT"
     assert "'NOTACOIN'" in error["message"] and "`tickers` field" in error["message"], error
-    assert r.headers["X-CU-Cost"] == "0"
+    assert r.headers.get("X-CU-Cost", "0") == "0"
     r = gql(server, '{ assetSentiment(ticker: "NOTACOIN", interval: WEEK) { buckets { start } } }')
-    assert r.status_code == 400 and r.headers["X-CU-Cost"] == "0", r.text
+    assert r.status_code == 400 and r.headers.get("X-CU-Cost", "0") == "0", r.text
+
+
+def test_an_unknown_ticker_is_refused_before_the_other_fields_run(server: ApiServer) -> None:
+    # A security review: the ticker was judged while executing, after the request's other root fields had run (and
+    # again, as the fast executor fell back): their work was done, and all of it refunded.
+    cache = server.server.config.app.state.cw.extras["news"].snapshots.current.cache
+    before = (cache.hits, cache.misses)
+    query = ('query($q: String) { a: cryptoNews(first: 100, search: $q) { edges { node { id } } } '
+             'b: cryptoNews(first: 100, search: $q, tickers: ["BTC"]) { edges { node { id } } } '
+             's: assetSentiment(ticker: "ZZZQ") { buckets { start } } }')
+    r = gql(server, query, {"q": "refused before it runs"})
+    assert r.status_code == 400 and r.headers.get("X-CU-Cost", "0") == "0", r.text
+    assert "'ZZZQ'" in r.json()["errors"][0]["message"], r.text
+    assert (cache.hits, cache.misses) == before  # no page was read or computed for the news fields
 
 
 def test_a_known_but_quiet_ticker_still_gets_its_empty_series(server: ApiServer) -> None:
