@@ -211,3 +211,13 @@ def test_usage_with_a_redis_url_of_another_scheme_is_one_line(data_home: Path, m
     assert json.loads(document)["exitCode"] == 2
     code, out = _cli(runner, "up")  # stops before the run, as `serve` would after it
     assert code == 2 and "CRYPTOWIRE_REDIS_URL must start with redis://" in out and "Traceback" not in out, out
+
+
+def test_up_checks_what_serve_checks_before_its_run(data_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A code review: `up` checked the Redis URL's scheme only; with a bad PDF allow list it ran the pipeline, revoked
+    # the key the previous `up` printed, made a new one, and then failed with the server's traceback.
+    monkeypatch.setenv("CRYPTOWIRE_PDF_ALLOW_HOSTS", '["http://10.0.0.5/path"]')
+    get_settings.cache_clear()
+    code, out = _cli(CliRunner(), "up")
+    assert code == 2 and "CRYPTOWIRE_PDF_ALLOW_HOSTS=" in out and "Traceback" not in out, out
+    assert not get_settings().warehouse_path.exists()  # stopped before the run

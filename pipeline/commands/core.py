@@ -269,10 +269,11 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Materialize every asset (on the bundled sample by default), print what landed, then serve the API."""
         if serve:
-            from pipeline.commands.serve import check_redis_scheme
+            from pipeline.commands.serve import preflight
             from pipeline.up import port_in_use
 
-            check_redis_scheme(_settings())  # a bad setting stops before the run, as `serve` does
+            # what `serve` checks, before the run: a bad setting must not fail `up` after it revoked the last key
+            preflight(_settings())
             problem = port_in_use(_settings())
             if problem:
                 fail(problem)

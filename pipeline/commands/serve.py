@@ -170,6 +170,14 @@ def share_metrics(workers: int) -> ServerDir | None:
     return shared
 
 
+def preflight(settings: Settings) -> None:
+    """What serving needs, checked before it starts (by `serve`, and by `up` before its run): a bad setting or an
+    unreachable store is one line and an exit code, not a traceback from the server's start-up."""
+    check_pdf_allow_hosts(settings)  # configuration first: a server outage must not hide a bad setting
+    check_platform_store(settings)
+    check_redis(settings)
+
+
 def check_platform_store(settings: Settings) -> None:
     """Open the platform store once before serving (and migrate it, before the workers start): a bad or
     unreachable CRYPTOWIRE_DATABASE_URL is a one-line error here rather than a traceback from each worker."""
@@ -250,9 +258,7 @@ def register(app: typer.Typer) -> None:
 
         settings = get_settings()  # CRYPTOWIRE_PORT's range is checked with every setting (pipeline/cli.py)
         settings.ensure_dirs()
-        check_pdf_allow_hosts(settings)  # configuration first: a server outage must not hide a bad setting
-        check_platform_store(settings)
-        check_redis(settings)
+        preflight(settings)
         if workers > 1 and not settings.redis_url:
             typer.echo(f"note: without CRYPTOWIRE_REDIS_URL each of the {workers} workers keeps its own token bucket, "
                        f"so a key may make up to {workers}x its plan's request rate (daily CU are shared exactly); "
