@@ -197,6 +197,19 @@ def test_version_changes_with_the_taxonomy(tmp_path: Path) -> None:
     assert "etf" not in get_tagger().tag("A new bitcoin fund wrapper lists in London").topics
 
 
+@pytest.mark.parametrize("headline,layer2", [
+    ("Zephyrion, a new layer-1 blockchain, opens its mainnet", False),
+    ("Layer 1 fees fall as the network upgrade lands", False),
+    ("A layer 3 network raises $10 million for games", False),
+    ("Arbitrum layer 2 fees drop to a record low", True),
+    ("Base, a layer-2 network, processes record transactions", True),
+    ("Layer 2s see record activity as fees fall", True),
+])
+def test_a_number_written_in_a_topic_phrase_is_that_number(headline: str, layer2: bool) -> None:
+    # A contributor's review: "layer 2" was matched as "layer <any number>", so layer-1 news was tagged layer2.
+    assert ("layer2" in get_tagger().tag(headline).topics) is layer2
+
+
 def test_taxonomy_has_15_documented_topics_and_tags_its_own_examples() -> None:
     required = {"pricemovement", "priceforecast", "regulation", "lawsuits", "etf", "exchanges", "defi", "nft",
                 "stablecoins", "mining", "security", "institutions", "macro", "layer2", "adoption",

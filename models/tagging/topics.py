@@ -47,8 +47,24 @@ class Topic:
 
 
 def _phrase(text: str) -> str:
-    """A phrase as the matcher sees it: lower-case tokens joined by single spaces, markers kept."""
-    return " ".join(part if part in TOKEN_MARKERS else " ".join(tokenize(part).keys) for part in text.split())
+    """A phrase as the matcher sees it: lower-case tokens joined by single spaces, markers kept. A number written
+    out ("layer 2") is ``@num=2``: the text's token must be that number, not any ("layer 1" is no layer-2 news)."""
+    out = []
+    for part in text.split():
+        if part in TOKEN_MARKERS:
+            out.append(part)
+            continue
+        toks = tokenize(part)
+        out += [f"@num={low}" if key == "@num" else key for key, low in zip(toks.keys, toks.lows, strict=True)]
+    return " ".join(out)
+
+
+def _literals(phrase: str) -> tuple[str, tuple[tuple[int, str], ...]]:
+    """``"layer @num=2"`` -> ``("layer @num", ((1, "2"),))``: the key the tokens' keys are matched with, and the
+    numbers that must be written at those positions."""
+    words = phrase.split(" ")
+    literals = tuple((k, w[5:]) for k, w in enumerate(words) if w.startswith("@num="))
+    return " ".join("@num" if w.startswith("@num=") else w for w in words), literals
 
 
 def _phrases(entry: dict[str, Any], key: str, where: str) -> tuple[str, ...]:
@@ -150,8 +166,9 @@ class TopicMatcher:
         self.slugs = tuple(t.slug for t in topics)
         self.group_topic: list[int] = []  # group -> topic index
         self.group_window: list[int] = []
-        # phrase -> [(topic or group index, role, topic)]: strong entries carry the topic, weak/context the group
-        self.table: dict[str, list[tuple[int, int, int]]] = {}
+        # phrase -> [(topic or group index, role, topic, numbers)]: strong entries carry the topic, weak/context the
+        # group; numbers: (position, number) the text must have there (``_literals``)
+        self.table: dict[str, list[tuple[int, int, int, tuple[tuple[int, str], ...]]]] = {}
         self.prefixes: set[str] = set()  # proper prefixes of multi-word phrases, to stop extending early
         self.markers: list[tuple[int, str]] = []  # (group, marker) used as context
         self.asset_topics: dict[str, list[int]] = {}  # symbol -> topics its mention assigns
@@ -179,9 +196,10 @@ class TopicMatcher:
 
     def _add(self, phrase: str, index: int, role: int) -> None:
         topic = index if role == _STRONG else self.group_topic[index]
+        phrase, numbers = _literals(phrase)
         entries = self.table.setdefault(phrase, [])
-        if (index, role, topic) not in entries:
-            entries.append((index, role, topic))
+        if (index, role, topic, numbers) not in entries:
+            entries.append((index, role, topic, numbers))
         words = phrase.split(" ")
         for k in range(1, len(words)):
             self.prefixes.add(" ".join(words[:k]))
@@ -212,8 +230,11 @@ class TopicMatcher:
             weak_hits: list[tuple[int, int]] = []  # (group, token index)
             context: dict[int, list[int]] = {}  # group -> token indices of its context phrases
             vetoable, veto, veto_after = self.vetoable, self.veto, self.veto_after
+            lows = toks.lows
             for i, stop, hits in found:
-                for index, role, topic in hits:
+                for index, role, topic, numbers in hits:
+                    if numbers and any(lows[i + k] != number for k, number in numbers):
+                        continue
                     if role == _CONTEXT:
                         context.setdefault(index, []).append(i)
                         continue
