@@ -496,7 +496,11 @@ def render(report: dict[str, Any]) -> str:
         newest = report["newest_article"]
         # undated items carry their fetch time: the newest *dated* one says how fresh the feeds are
         lines.append(f"newest dated article: {_shown(newest) if newest else 'none'}")
-        steps = (report.get("upgrade") or {}).get("steps") or []
+        upgrade = report.get("upgrade") or {}
+        for column, what in (("model_version", "the sentiment model"), ("tagger_version", "the tagger")):
+            if upgrade.get(f"{column}_error"):  # the next materialize fails on it: said here, not only in --json
+                lines.append(f"CANNOT RUN: {what} cannot be loaded: {upgrade[f'{column}_error']}")
+        steps = upgrade.get("steps") or []
         if steps:  # an upgrade of cryptowire left these to do
             lines.append("UPGRADE PENDING:")
             lines += [f"  {step}" for step in steps]

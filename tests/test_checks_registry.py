@@ -37,3 +37,15 @@ def test_a_former_symbol_on_an_older_article_passes_the_registry_check(data_home
     assert "MATIC" in tickers.output, tickers.output  # the article of 2021 has the symbol of its day
     check = next(c for c in doc["checks"] if c["check"] == "tickers_in_registry")
     assert check["passed"], check
+
+    # A failed check names a few offending values, not only their count (a contributor's review: after a registry
+    # change, `materialize --select articles` said "3 violation(s)" and nothing of which tickers).
+    import duckdb
+
+    con = duckdb.connect(str(data_home / "warehouse.duckdb"))
+    try:
+        con.execute("UPDATE articles SET tickers = ['ZZZQ'] WHERE title LIKE 'Bitcoin%'")
+    finally:
+        con.close()
+    result = CliRunner().invoke(cli, ["materialize", "--select", "articles"])
+    assert "articles.tickers_in_registry failed: 1 violation(s); e.g. ZZZQ" in result.output, result.output

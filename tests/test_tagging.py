@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
 
@@ -347,6 +348,51 @@ def test_registry_dates_are_checked() -> None:
         parse_registry("assets:\n  - {symbol: ABC, name: Abc, kind: coin, since: soon}\n")
     with pytest.raises(RegistryError, match="renamed.*needs .former_symbols"):
         parse_registry("assets:\n  - {symbol: ABC, name: Abc, kind: coin, renamed: 2024-01-01}\n")
+    # a date YAML reads as one but no calendar has: named with its entry (was a bare "day is out of range")
+    with pytest.raises(RegistryError, match=r"assets\[0\] \(ABC\): `since` must be a date YYYY-MM-DD, got '2026-11-31'"):
+        parse_registry("assets:\n  - {symbol: ABC, name: Abc, kind: coin, since: 2026-11-31}\n")
+
+
+@pytest.fixture
+def broken_registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The bundled registry replaced by one with an impossible date, for this test only."""
+    from models.tagging import registry, tagger
+
+    broken = tmp_path / "registry.yaml"
+    broken.write_text("assets:\n  - {symbol: ABC, name: Abc, kind: coin, since: 2026-11-31}\n")
+    monkeypatch.setattr(registry, "REGISTRY_PATH", broken)
+    monkeypatch.setattr(tagger, "REGISTRY_PATH", broken)
+    get_tagger.cache_clear()
+    yield broken
+    get_tagger.cache_clear()
+
+
+def test_tag_with_a_broken_registry_is_one_line(broken_registry: Path) -> None:
+    # A contributor's review: `tag` printed a 64-line traceback, and `tag --json` nothing on stdout.
+    from typer.testing import CliRunner
+
+    from pipeline.cli import app
+
+    for args in (["tag", "--text", "Bitcoin rallies"], ["tag", "--text", "Bitcoin rallies", "--json"]):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+        assert "`since` must be a date YYYY-MM-DD, got '2026-11-31'" in result.output, result.output
+    document = next(line for line in result.output.splitlines() if line.startswith("{"))
+    assert json.loads(document)["exitCode"] == 1  # --json: the error as a document too
+
+
+def test_status_says_the_next_run_cannot_load_a_broken_registry(broken_registry: Path, data_home: Path) -> None:
+    # The same review: `status` said nothing of it (only `status --json` held the error) and exited 0.
+    from typer.testing import CliRunner
+
+    from pipeline.cli import app
+    from warehouse import db
+
+    data_home.mkdir()
+    db.connect(data_home / "warehouse.duckdb").close()
+    result = CliRunner().invoke(app, ["status"])
+    assert "CANNOT RUN: the tagger cannot be loaded: " in result.output, result.output
+    assert "got '2026-11-31'" in result.output
 
 
 @pytest.mark.parametrize(

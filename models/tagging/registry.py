@@ -135,10 +135,21 @@ def _date(entry: dict[str, Any], key: str, where: str) -> date | None:
         raise RegistryError(f"{where}: `{key}` must be a date YYYY-MM-DD, got {value!r}") from None
 
 
+class _Loader(yaml.SafeLoader):
+    """YAML without implicit timestamps: an impossible date (2026-11-31) stays text for ``_date``, which names its
+    entry, instead of a ValueError from inside the YAML parser that names nothing."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
 def parse_registry(text: str, source: str = "registry.yaml") -> tuple[list[Asset], list[Company]]:
     """Parse and validate registry YAML; raise RegistryError naming the bad entry."""
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_Loader)  # noqa: S506 (a SafeLoader)
     except yaml.YAMLError as exc:
         raise RegistryError(f"{source}: not valid YAML: {exc}") from exc
     if not isinstance(data, dict) or not isinstance(data.get("assets"), list) or not data["assets"]:

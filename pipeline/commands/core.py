@@ -42,7 +42,9 @@ def _print_summary(summary: Any) -> None:
         if "error" in c["metadata"]:
             typer.echo(f"    {c['asset']}.{c['check']} could not run: {c['metadata']['error']}")
         else:
-            typer.echo(f"    {c['asset']}.{c['check']} failed: {c['metadata'].get('violations')} violation(s)")
+            sample = c["metadata"].get("sample") or []  # a few of the offending rows, as the check selected them
+            shown = "; e.g. " + "; ".join(", ".join(map(str, row)) for row in sample) if sample else ""
+            typer.echo(f"    {c['asset']}.{c['check']} failed: {c['metadata'].get('violations')} violation(s){shown}")
 
 
 WAIT_TIMEOUT = typer.Option(

@@ -31,7 +31,13 @@ def register(app: typer.Typer) -> None:
         if not items or not any(t.strip() for t, _ in items):
             fail("no headline given: the text is empty")
 
-        tagger = get_tagger()
+        from models.tagging.registry import RegistryError
+        from models.tagging.topics import TaxonomyError
+
+        try:
+            tagger = get_tagger()
+        except (RegistryError, TaxonomyError) as exc:  # the message names the file and the entry to fix
+            fail(str(exc))
         results = []
         for headline, body in items:
             tags = tagger.tag(headline, body)

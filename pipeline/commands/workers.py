@@ -87,8 +87,8 @@ def register(app: typer.Typer) -> None:
         settings = get_settings()
         if not settings.redis_url:
             fail("CRYPTOWIRE_REDIS_URL is not set: a backfill hands its partitions to workers through Redis "
-                 "(redis://host:6379/0); without workers, `cryptowire materialize --select articles` scores "
-                 "in-process")
+                 "(redis://host:6379/0); without workers, `cryptowire materialize` scores and tags in-process "
+                 "(the registry, the articles and what follows them, then a new snapshot)")
         _check_redis_url(settings.redis_url)
 
         def say(line: str) -> None:
