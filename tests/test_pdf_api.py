@@ -107,6 +107,7 @@ window.open("{s}/secret");
             "<h1>SLOW PRINT</h1><script>addEventListener('beforeprint', () => "
             "{ const t = Date.now(); while (Date.now() - t < 8000); });</script>"
         )
+        page.routes["/to-download"] = static("<h1>LEAVING</h1><script>location.href = '/download';</script>")
         page.routes["/download"] = lambda req: Reply(
             200, b"%PDF-1.4 not really", {"Content-Type": "application/octet-stream"}
         )
@@ -345,6 +346,18 @@ def test_dialogs_are_dismissed_and_downloads_refused(env: Env) -> None:
     assert r.status_code in (200, 502), r.text
     if r.status_code == 502:
         assert r.json()["error"]["code"] in ("NOT_A_PAGE", "RENDER_FAILED")
+
+
+@pytest.mark.parametrize("wait_until", ["load", "domcontentloaded"])
+def test_a_page_that_sends_itself_to_a_download_is_not_a_page(env: Env, wait_until: str) -> None:
+    # A security review: the load the download replaced never ended, so the render held its renderer until the
+    # deadline and answered 504 DEADLINE_EXCEEDED ("came too slowly").
+    r = env.get(url=env.page.url("/to-download"), timeoutMs=20000, waitUntil=wait_until)
+    assert r.status_code == 502, r.text
+    error = r.json()["error"]
+    assert error["code"] == "NOT_A_PAGE" and "started a download" in error["message"] and "/download" in error["message"]
+    assert "x-cu-cost" not in r.headers  # refunded
+    assert env.get(url=env.page.url("/hello")).status_code == 200  # the next render is fine
 
 
 @pytest.mark.parametrize(

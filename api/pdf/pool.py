@@ -82,6 +82,7 @@ class TabHandler(Protocol):
     async def on_websocket(self, ws: Any) -> None: ...
     def on_crash(self) -> None: ...
     def on_request_failed(self, request: Any) -> None: ...
+    def on_download(self, download: Any) -> None: ...
 
 
 @dataclass(eq=False)
@@ -116,6 +117,10 @@ class Tab:
     def request_failed(self, request: Any) -> None:
         if self.handler is not None:
             self.handler.on_request_failed(request)
+
+    def download(self, download: Any) -> None:
+        if self.handler is not None:
+            self.handler.on_download(download)
 
 
 async def _dismiss(dialog: Any) -> None:
@@ -380,6 +385,7 @@ class BrowserPool:
         page.on("dialog", lambda d: asyncio.ensure_future(_dismiss(d)))
         page.on("crash", tab.crash)
         page.on("requestfailed", tab.request_failed)
+        page.on("download", tab.download)  # fired even with downloads off (the download itself is cancelled)
         tab.page = page
         try:  # the default (print) now, so that most requests need not set it
             await page.emulate_media(media="print")

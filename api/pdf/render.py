@@ -184,6 +184,7 @@ class Session:
         self.navigation_failed: tuple[str, str] | None = None  # (url, error) of a later main-frame load that failed
         self.stage = OPENING
         self.too_many = False  # the page went past MAX_PAGE_REQUESTS: it is stopped and the render fails
+        self.download: str | None = None  # the URL of a download the page started: it is stopped, the render fails
         self._closing: asyncio.Future[None] | None = None  # the page's close, once too_many
         self._handlers: set[asyncio.Task[Any]] = set()
 
@@ -312,6 +313,14 @@ class Session:
     def on_crash(self) -> None:
         self.page_crashed = True
 
+    def on_download(self, download: Any) -> None:
+        """The page turned into a download (a script's ``location.href`` to a file, say): nothing will load to print,
+        and the load it replaced never ends; stop the page now rather than at the deadline (NOT_A_PAGE)."""
+        if self.download is None:
+            self.download = str(download.url)[:200]
+            closing = asyncio.ensure_future(self.page.close())
+            closing.add_done_callback(_retrieved)
+
     def on_request_failed(self, request: Any) -> None:
         try:
             if self.main_served and request.is_navigation_request() and request.frame == self.page.main_frame:
@@ -347,6 +356,9 @@ class Session:
             return Crashed()
         if self.too_many:
             return too_many_requests_error()
+        if self.download:
+            return ApiError(502, "NOT_A_PAGE", f"the page started a download ({self.download}) instead of showing "
+                            "something to print")
         if self.navigated_away:
             return Blocked(self.navigated_away)
         if self.page_crashed:
