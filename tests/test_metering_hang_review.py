@@ -285,3 +285,27 @@ def test_the_log_filters_take_keys_out_of_trace_scopes_and_any_line() -> None:
                                None)
     assert RedactKeyShaped().filter(record) and secret[8:] not in record.getMessage()
     assert "cw_live_***" in record.getMessage()
+
+
+def test_an_access_line_with_a_key_deep_under_the_explorer_prefix_is_logged_redacted() -> None:
+    # A security review: `POST /assets/graphiql/<key>/x` kept its path (the key was not the last segment); the
+    # line filter then scrubbed the key but, seeing "cw_live_***" still, cleared the record's arguments, and
+    # uvicorn's access formatter failed on it ("--- Logging error ---"): the line was lost.
+    from uvicorn.logging import AccessFormatter
+
+    from pipeline.commands.serve import RedactAccessKeys, RedactKeyShaped, redact_path
+
+    secret = new_key()
+    assert redact_path(f"/assets/graphiql/{secret}/x") == "/assets/graphiql/***"
+    assert redact_path(f"/assets/graphiql/{secret[8:]}") == "/assets/graphiql/***"  # a key without its prefix
+    record = logging.LogRecord("uvicorn.access", logging.INFO, __file__, 1, '%s - "%s %s HTTP/%s" %d',
+                               ("127.0.0.1:5000", "POST", f"/x/{secret}/y", "1.1", 404), None)
+    record.args = (*record.args[:2], f"/assets/graphiql/{secret}/x", *record.args[3:])  # as a filter above it left it
+    assert RedactKeyShaped().filter(record)
+    line = AccessFormatter('%(client_addr)s - "%(request_line)s" %(status_code)s', use_colors=False).format(record)
+    assert secret[8:] not in line and '"POST /assets/graphiql/cw_live_***/x HTTP/1.1" 404' in line, line
+    record = logging.LogRecord("uvicorn.access", logging.INFO, __file__, 1, '%s - "%s %s HTTP/%s" %d',
+                               ("127.0.0.1:5000", "POST", f"/assets/graphiql/{secret}/x", "1.1", 404), None)
+    assert RedactAccessKeys().filter(record) and RedactKeyShaped().filter(record)
+    line = AccessFormatter('%(client_addr)s - "%(request_line)s" %(status_code)s', use_colors=False).format(record)
+    assert '"POST /assets/graphiql/*** HTTP/1.1" 404' in line, line

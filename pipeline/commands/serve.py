@@ -14,6 +14,8 @@ from __future__ import annotations
 import copy
 import logging
 import re
+from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -36,15 +38,29 @@ def redact_path(full_path: str) -> str:
 
     path, sep, _query = str(full_path).partition("?")
     query = f"?{REDACTED}" if sep else ""
-    if path in KEYLESS_PATHS or path.startswith(KEYLESS_PREFIXES):
-        head, _, last = path.rpartition("/")
-        return (head + "/" + REDACTED if KEY_PREFIX in last else path) + query
+    if path in KEYLESS_PATHS:
+        return path + query
+    for prefix in KEYLESS_PREFIXES:
+        if path.startswith(prefix):  # the explorer's own files as they are; anything else there may hold a key
+            return (path if path[len(prefix):] in _explorer_files() else prefix + REDACTED) + query
     for prefix in KEYED_PREFIXES:
         if path.rstrip("/") == prefix.rstrip("/"):
             return path + query  # the endpoint without a key
         if path.startswith(prefix):
             return prefix + REDACTED + query
     return "/" + REDACTED + query
+
+
+@lru_cache(maxsize=1)
+def _explorer_files() -> frozenset[str]:
+    import api
+
+    return frozenset(p.name for p in (Path(api.__file__).parent / "static" / "graphiql").iterdir())
+
+
+def _has_key(text: str) -> bool:
+    """Whether ``text`` holds a key-shaped string not redacted yet."""
+    return any(m.group() != KEY_PREFIX + REDACTED for m in KEY_SHAPED.finditer(text))
 
 
 class RedactAccessKeys(logging.Filter):
@@ -96,7 +112,7 @@ class RedactKeyShaped(logging.Filter):
             record.args = tuple(_scrub(a) for a in record.args)
         record.msg = _scrub(record.msg)
         try:
-            if KEY_PREFIX in record.getMessage():  # in a dict's or an object's text: the line as a whole
+            if _has_key(record.getMessage()):  # in a dict's or an object's text: the line as a whole
                 record.msg, record.args = KEY_SHAPED.sub(KEY_PREFIX + REDACTED, record.getMessage()), ()
         except Exception:  # noqa: BLE001
             record.msg, record.args = KEY_SHAPED.sub(KEY_PREFIX + REDACTED, message), ()
