@@ -26,6 +26,17 @@ async def read(request: Request, limit: int, too_big: ApiError) -> bytearray:
     return body
 
 
+def once_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` refusing a key given twice (JSON parsers keep the last, a proxy or log may read the
+    first: two readers of one body would see two requests)."""
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"`{k[:50]}` is given more than once; give it once")
+        out[k] = v
+    return out
+
+
 def loads(body: bytes | bytearray, object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None) -> Any:
     """The decoded body. `ValueError` says what is wrong: not JSON, not UTF-8, nested too deeply for the parser
     (a 500 otherwise), or a string holding a lone UTF-16 surrogate ("\\ud800" escaped without its pair: what a

@@ -311,7 +311,7 @@ class NewsComponent:
         too_big = ApiError(413, "PAYLOAD_TOO_LARGE", f"the request body is over {MAX_BODY_BYTES // 1024} KB")
         body = await bodies.read(request, MAX_BODY_BYTES, too_big)
         try:
-            payload = bodies.loads(body)
+            payload = bodies.loads(body, object_pairs_hook=bodies.once_each)
         except ValueError as exc:
             raise ApiError(400, "BAD_REQUEST", f"malformed JSON body ({exc}): send {{\"query\": \"...\"}}") from None
         if not isinstance(payload, dict):

@@ -355,6 +355,15 @@ def test_request_errors(server: ApiServer) -> None:
         assert r.status_code == 400 and code(r) == "BAD_REQUEST", r.text
         assert "x-cu-cost" not in r.headers
     assert "surrogate" in r.text or "nested" in r.text
+    # a key given twice (a security review: the last one won, so a proxy or an audit log reading the first saw a free
+    # `usage` query while a paid one ran): refused, in the body and in the variables alike
+    for raw, name in ((b'{"query": "{ usage { plan } }", "query": "{ cryptoNews(first: 100) { edges { cursor } } }"}',
+                       "query"),
+                      (b'{"query": "query($f: Int) { cryptoNews(first: $f) { edges { cursor } } }", '
+                       b'"variables": {"f": 1, "f": 100}}', "f")):
+        r = httpx.post(url, content=raw, headers={"content-type": "application/json"})
+        assert r.status_code == 400 and code(r) == "BAD_REQUEST", r.text
+        assert f"`{name}` is given more than once" in r.json()["errors"][0]["message"] and "x-cu-cost" not in r.headers
     r = post(server, {"query": "{ cryptoNews { edges { nope } } }"})
     assert r.status_code == 400 and code(r) == "GRAPHQL_VALIDATION_FAILED"
     assert r.json()["errors"][0]["locations"]
