@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from typing import Any
@@ -10,16 +11,25 @@ from starlette.requests import ClientDisconnect, Request
 
 from api.errors import ApiError
 
+BODY_SECONDS = 30.0  # the whole request body; bodies here are at most a few KB
 
-async def read(request: Request, limit: int, too_big: ApiError) -> bytearray:
-    """The body, at most ``limit`` bytes (``too_big`` beyond). A client that hangs up before it has sent the whole
-    body gets a 400 it will never read: an ordinary event, not an internal failure (it was logged as one)."""
+
+async def read(request: Request, limit: int, too_big: ApiError, within: float | None = None) -> bytearray:
+    """The body, at most ``limit`` bytes (``too_big`` beyond), all of it within ``within`` seconds (408 after: a client
+    that declares a length and sends a few bytes would hold the connection and its task for ever). A client that
+    hangs up before it has sent the whole body gets a 400 it will never read: an ordinary event, not an internal
+    failure (it was logged as one)."""
     body = bytearray()
+    within = BODY_SECONDS if within is None else within
     try:
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > limit:
-                raise too_big
+        async with asyncio.timeout(within):
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > limit:
+                    raise too_big
+    except TimeoutError:
+        raise ApiError(408, "BODY_TIMEOUT", f"the request body did not arrive within {within:g} s; send the whole "
+                       "body at once") from None
     except ClientDisconnect:
         raise ApiError(400, "INCOMPLETE_BODY", "the connection closed before the whole request body arrived; "
                        "send it again") from None

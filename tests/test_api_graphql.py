@@ -644,3 +644,21 @@ def test_date_inferred_tells_the_fetch_time_from_a_publication_time(tmp_path: Pa
     assert r.status_code == 200, r.text
     flags = {e["node"]["id"]: e["node"]["dateInferred"] for e in r.json()["data"]["cryptoNews"]["edges"]}
     assert flags == {a["id"]: a is articles[2] for a in articles}
+
+
+@pytest.mark.parametrize("path", [f"/crypto-news/{KEY}", f"/api/html-to-pdf/{KEY}"])
+def test_a_body_that_never_arrives_is_answered_408(server: ApiServer, path: str,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # A security review: a POST declaring 100 bytes and sending 9 held its connection with no answer (45 s and on).
+    import socket
+
+    import api.bodies
+
+    monkeypatch.setattr(api.bodies, "BODY_SECONDS", 1.0)
+    host, port = server.url("/").split("//")[1].rstrip("/").split(":")
+    with socket.create_connection((host, int(port)), timeout=20) as sock:
+        sock.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     "Content-Length: 100\r\n\r\n{\"query\":".encode())
+        answer = sock.recv(4096).decode(errors="replace")
+    assert answer.startswith("HTTP/1.1 408"), answer
+    assert "BODY_TIMEOUT" in answer and "did not arrive within 1 s" in answer, answer
