@@ -50,6 +50,9 @@ log = logging.getLogger("cryptowire.api")
 
 STATIC = Path(__file__).with_name("static")
 ASSETS = "/assets/graphiql"
+# The explorer's URL holds the key: kept out of caches, of the Referer of its asset requests, and of other sites' frames.
+EXPLORER_HEADERS = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY",
+                    "Content-Security-Policy": "frame-ancestors 'none'"}
 MAX_BODY_BYTES = 64 * 1024
 PLAN_CACHE_SIZE = 1024  # the query itself is limited to 10 KB; the rest is variables
 PATHS = {"/crypto-news/{accessKey}": "news", "/prediction-events/{accessKey}": "events"}
@@ -163,8 +166,8 @@ class NewsComponent:
                     await access.check(request.path_params["accessKey"], api)
                 except ApiError as err:
                     page = f"<!doctype html><title>cryptowire: {err.code}</title><p>{html.escape(err.message)}</p>"
-                    return HTMLResponse(page, status_code=err.status, headers=err.headers)
-                return HTMLResponse(GRAPHIQL_HTML)
+                    return HTMLResponse(page, status_code=err.status, headers={**err.headers, **EXPLORER_HEADERS})
+                return HTMLResponse(GRAPHIQL_HTML, headers=EXPLORER_HEADERS)
             if request.method != "POST":
                 raise ApiError(
                     405, "METHOD_NOT_ALLOWED",

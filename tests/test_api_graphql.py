@@ -461,6 +461,10 @@ def test_graphiql_is_served_from_the_app(server: ApiServer) -> None:
         r = httpx.get(server.url(path), headers={"accept": "text/html,application/xhtml+xml"})
         assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
         assert KEY not in r.text  # the page posts to its own URL; it never echoes the key
+        # its URL holds the key: not cached, not sent as a Referer, not framed by another site (a security review)
+        assert (r.headers["cache-control"], r.headers["referrer-policy"], r.headers["x-frame-options"]) == (
+            "no-store", "no-referrer", "DENY"), r.headers
+        assert r.headers["content-security-policy"] == "frame-ancestors 'none'"
         refs = re.findall(r'(?:src|href)="([^"]+)"', r.text)
         assert refs and all(ref.startswith("/assets/graphiql/") for ref in refs), refs
         assert "http://" not in r.text and "https://" not in r.text
