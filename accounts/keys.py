@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import re
 import secrets
 from dataclasses import dataclass
 
 KEY_PREFIX = "cw_live_"
 KEY_BYTES = 24  # 192 bits of randomness -> 32 URL-safe characters
 KEY_LENGTH = len(KEY_PREFIX) + 32
-KEY_PATTERN = re.compile(r"^cw_live_[A-Za-z0-9_-]{32}$")
 # After `keys rotate`, the previous key keeps working this long, so clients can be moved to the new key.
 ROTATION_GRACE_SECONDS = 24 * 3600
 

@@ -530,5 +530,3 @@ class RedisCounters:
                       "the server stopped: Redis may have made it; check the usage by hand", cost, key_id, day, api)
         await self._client.aclose()
 
-
-SqliteCounters = StoreCounters  # the name it had when only SQLite existed

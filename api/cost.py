@@ -44,10 +44,10 @@ from graphql.execution.values import get_argument_values
 
 from api.errors import ApiError
 from api.gql_schema import SCHEMA
+from warehouse.read import DEFAULT_PAGE
 from warehouse.trends import RangeError, SentimentRequest, max_buckets
 
 MAX_PAGE = 100
-DEFAULT_PAGE = 10
 MAX_MIN_SOURCES = 1000  # `stories(minSources:)`
 FREE_ROOT_FIELDS = frozenset({"usage", "__typename"})
 

@@ -27,6 +27,7 @@ import duckdb
 from warehouse.cursors import Instant, NewsKey, encode_news_cursor, iso_ms, to_us
 
 _HIGH = "\U0010ffff"  # above every id: (t, _HIGH) bounds "at or before t"
+DEFAULT_PAGE = 10  # items of a page without `first` or `last` (what api.cost charges for it too)
 
 
 def _below(at: datetime, ident: str = "") -> tuple[int, str]:
@@ -375,7 +376,7 @@ class SnapshotReader:
         if req.first is not None and req.last is not None:
             raise ValueError("first and last together")
         backwards = req.last is not None
-        n = req.last if backwards else (req.first if req.first is not None else 10)
+        n = req.last if backwards else (req.first if req.first is not None else DEFAULT_PAGE)
         if ids is not None:
             return self._page_by_ids(table, str(columns), col_params, req, n, lo_w, hi_w, flo, fhi, where, params, ids)
         if hi_w <= lo_w:
@@ -635,7 +636,7 @@ class SnapshotReader:
         if req.first is not None and req.last is not None:
             raise ValueError("first and last together")
         backwards = req.last is not None
-        n = req.last if backwards else (req.first if req.first is not None else 10)
+        n = req.last if backwards else (req.first if req.first is not None else DEFAULT_PAGE)
         rows = self._standing(lo_w, hi_w, n + 1, backwards, c, self._news_columns)
         more = len(rows) > n
         rows = rows[:n]

@@ -44,7 +44,6 @@ class Crashed(Exception):
 class Rendered:
     pdf: bytes
     final_url: str
-    upstream_status: int
     blocked: list[str] = field(default_factory=list)
     requests: int = 0
     timings: dict[str, float] = field(default_factory=dict)  # stage -> milliseconds, for Server-Timing
@@ -149,7 +148,7 @@ async def render(pool: BrowserPool, policy: Policy, params: PdfParams, deadline:
                 try:
                     pdf = await session.run(pool, browser, params)
                     return Rendered(
-                        pdf, main.url.url, main.status, session.blocked, session.requests, timings
+                        pdf, main.url.url, session.blocked, session.requests, timings
                     )
                 except Crashed:
                     # The browser went down under this request (another page, or a kill): once more, on a new one.

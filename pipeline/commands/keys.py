@@ -16,6 +16,7 @@ from typing import Any
 import typer
 
 from accounts.apis import APIS  # a module without imports: keeps the CLI start light
+from accounts.keys import ROTATION_GRACE_SECONDS  # stdlib only, as apis
 from pipeline.commands.output import emit_json, fail, json_option
 from pipeline.timestamps import iso_utc
 
@@ -223,7 +224,7 @@ def _check_grace(value: float) -> float:
 def rotate(
     key_id: str = typer.Argument(..., metavar="ID", help="Key id from `keys list`."),
     grace_hours: float = typer.Option(
-        24.0, "--grace-hours", callback=_check_grace,
+        ROTATION_GRACE_SECONDS / 3600, "--grace-hours", callback=_check_grace,
         help=f"How long the previous key keeps working, 0 to {MAX_GRACE_HOURS:g} hours (0: stops at once).",
     ),
     as_json: bool = json_option(help='Print {"id", "key", "plan", "apis"} as JSON.'),

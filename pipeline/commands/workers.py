@@ -15,7 +15,6 @@ def _day(value: str, option: str) -> date:
         return date.fromisoformat(value)
     except ValueError:
         fail(f"{option} {value!r} is not a date: write it as YYYY-MM-DD")
-        raise  # unreachable
 
 
 def _check_redis_url(url: str) -> None:

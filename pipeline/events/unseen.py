@@ -45,7 +45,6 @@ DEV_PARTS = ("val", "archive", "archive2", "archive3", "archive4")  # parts that
 PART_PATHS = {"val": VALIDATION_PATH, "archive": ARCHIVE_PATH, "archive2": ARCHIVE2_PATH, "archive3": ARCHIVE3_PATH,
               "archive4": ARCHIVE4_PATH}
 FOUR_KINDS = ("price_threshold", "etf_decision", "listing", "upgrade_or_launch")
-OTHER_KINDS = ("token_unlock", "governance_vote")
 Question = tuple[str, str, str | None, float | None]  # asset, kind, comparator, threshold
 
 

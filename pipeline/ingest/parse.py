@@ -56,7 +56,6 @@ URL_MAX_CHARS = 2_048
 NAME_MAX_CHARS = 200  # one author or category
 NAMES_MAX = 50  # authors or categories of one item
 
-NS_ATOM = "http://www.w3.org/2005/Atom"
 NS_XML = "http://www.w3.org/XML/1998/namespace"
 _NS_PREFIX = {
     "http://purl.org/rss/1.0/modules/content/": "content",

@@ -121,11 +121,8 @@ class PairModel:
         w = self.weights
         return self.bias + w[0] * cos_text + w[1] * cos_title + w[2] * cos_text * cos_text + w[3] * gap
 
-    def sparse_logit(self, a: Item, b: Item) -> float:
-        return float(np.dot(self.weights[N_DENSE:], sparse_features(a, b)))
-
     def sparse_logits(self, a: Item, others: Sequence[Item]) -> np.ndarray:
-        """``sparse_logit`` of ``a`` against each of ``others``, the sentence part in one matrix product."""
+        """The sparse features' part of the logit of ``a`` against each of ``others``, the sentence part in one matrix product."""
         words = np.array([word_features(a, b) for b in others]).reshape(len(others), -1)
         return (words @ np.asarray(self.weights[N_DENSE:-N_SENTENCE])
                 + sentence_features_many(a, others) @ np.asarray(self.weights[-N_SENTENCE:]))
