@@ -155,7 +155,7 @@ class Settings(BaseSettings):
         default=512, ge=0, description="Result pages the API keeps in memory per snapshot (0: no cache)."
     )
     plans_file: Path | None = Field(default=None, description="Plans YAML overriding the bundled plans.yaml.")
-    redis_url: str | None = Field(default=None, description="Share rate limits and counters via Redis (redis://...).")
+    redis_url: str | None = Field(default=None, description="Share rate limits via Redis (redis://...), and the daily counters too unless CRYPTOWIRE_DATABASE_URL keeps them in Postgres.")
     database_url: str | None = Field(
         default=None,
         description="Postgres for the platform store and Dagster's instance (postgresql://...); unset: SQLite and "

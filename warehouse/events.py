@@ -99,7 +99,8 @@ _DIFFERS = " OR ".join(f"p.{col} IS DISTINCT FROM c.{col}" for col in _CONTENT)
 # The kinds the derivation writes (pipeline.events.templates.KINDS; a test keeps the two equal).
 EVENT_KINDS = ("price_threshold", "etf_decision", "listing", "upgrade_or_launch", "token_unlock")
 
-WITHDRAWN_DEFAULT = "no article derives this question any more: the event rules changed"
+WITHDRAWN_DEFAULT = ("no article derives this question any more: the event rules, or what they read (the asset "
+                     "registry, the reference prices), changed")
 WITHDRAWN_MOVED = (
     "its source article now gives another question, {id} ({title}): the article was edited or re-dated, the "
     "reference price its direction was judged by changed, or the event rules changed"

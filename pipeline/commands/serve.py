@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from accounts.keys import KEY_PREFIX  # stdlib only: cheap to import for the log filters
+
 if TYPE_CHECKING:
     from api.metrics_shared import ServerDir
     from warehouse.config import Settings
@@ -27,7 +29,6 @@ if TYPE_CHECKING:
 REDACTED = "***"
 KEYLESS_PATHS = frozenset({"/", "/healthz", "/readyz", "/metrics", "/favicon.ico"})
 KEYLESS_PREFIXES = ("/assets/graphiql/",)  # the explorer's files (api.news.ASSETS): nothing else
-KEY_PREFIX = "cw_live_"  # accounts.keys.KEY_PREFIX (not imported: serve loads no accounts module to log)
 KEY_SHAPED = re.compile(r"cw_live_[^\s/?&#'\"]*")
 
 

@@ -4,7 +4,7 @@
 plus those of the articles whose inputs changed, unless the reference data changed. The ``fingerprint`` names it
 as this process loaded it (the derivation code, the shipped reference table, the price model, the registry's
 names and flags, the encoder's vocabulary): a new fingerprint derives every article again. The warehouse's
-reference prices are compared row by row: a price added or changed makes stale the articles naming its ticker
+reference prices are compared row by row: a price added, changed or removed makes stale the articles naming its ticker
 from the ticker's previous price day on (derivation reads the prices of an article's tickers: the latest on or
 before its day and the next one after).
 """
@@ -115,7 +115,7 @@ def derive_changed(con: duckdb.DuckDBPyConnection, names: Mapping[str, str], ful
             refused.setdefault(key, reason)  # oldest article first: its reason is kept
     why = ("" if not rows else "asked to derive every article" if full
            else "no results under this code and reference data yet (a first run, or new rules or data)" if first
-           else f"new or changed articles, and those naming {len(changed)} tickers with new prices" if changed
+           else f"new or changed articles, and those naming {len(changed)} tickers whose prices changed" if changed
            else "new or changed articles")
     return Derivation(group_candidates(candidates), refused, len(rows), why)
 
