@@ -80,6 +80,8 @@ def log_lost_refund(charge: Charge, why: str) -> None:
               "usage shows it", charge.cost, charge.caller.key_id, charge.info.get("day", "?"), charge.caller.api, why)
 
 class MeteredAccess:
+    metered = True
+
     def __init__(
         self,
         store: Store,

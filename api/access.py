@@ -42,6 +42,7 @@ def missing_key_routes(template: str, graphql: bool) -> list[BaseRoute]:
 
 
 class Access(Protocol):
+    metered: bool  # whether calls are charged (StaticKeys: no); per-key caps on free failures apply only then
     async def check(self, key: str, api: str) -> Caller: ...
     async def reserve(self, caller: Caller, cost: int) -> Charge: ...
     async def refund(self, charge: Charge) -> None: ...
@@ -54,7 +55,7 @@ class Access(Protocol):
 class StaticKeys:
     """Access for tests and embedding: any of the given keys works, nothing is metered."""
 
-    metered = False
+    metered = False  # and every key is one caller ("static"): a per-key cap would be one cap for the server
 
     def __init__(self, keys: list[str]) -> None:
         self._keys = [k.encode() for k in keys if k]

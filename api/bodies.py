@@ -28,8 +28,9 @@ async def read(request: Request, limit: int, too_big: ApiError, within: float | 
                 if len(body) > limit:
                     raise too_big
     except TimeoutError:
+        # Connection: close, or the server would read the rest of the abandoned body as the next request
         raise ApiError(408, "BODY_TIMEOUT", f"the request body did not arrive within {within:g} s; send the whole "
-                       "body at once") from None
+                       "body at once", {"Connection": "close"}) from None
     except ClientDisconnect:
         raise ApiError(400, "INCOMPLETE_BODY", "the connection closed before the whole request body arrived; "
                        "send it again") from None

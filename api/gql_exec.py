@@ -378,6 +378,11 @@ class Plan:
     fields: list[PlannedField]
 
     @property
+    def checks_snapshot(self) -> bool:
+        """Whether an argument must be checked against the snapshot before the charge (``check_with_snapshot``)."""
+        return any(f.name == "assetSentiment" for f in self.fields)
+
+    @property
     def needs_snapshot(self) -> bool:
         return any(f.name in ROOTS and ROOTS[f.name].needs_snapshot for f in self.fields)
 

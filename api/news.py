@@ -192,9 +192,8 @@ class NewsComponent:
                 gaps, shown = (snap.gaps, snap.name) if snap is not None and plan.needs_snapshot else (frozenset(), "")
                 if gaps:  # a snapshot of an older cryptowire: a field it cannot answer is refused, free
                     older.refuse(plan, shown, gaps)
-                if snap is not None and plan.needs_snapshot:
-                    with snap.reader() as reader:
-                        check_with_snapshot(plan, reader)
+                if snap is not None and plan.checks_snapshot:
+                    self._check_with_snapshot(plan, snap)
                 charge = await access.reserve(caller, cost)
                 usage = await access.usage(caller) if plan.needs_usage else None
                 outcome = await self._execute(plan, snap, usage)
@@ -225,6 +224,21 @@ class NewsComponent:
                 await access.refund(charge)
             err = ApiError(500, "INTERNAL_SERVER_ERROR", "the request failed on our side; it was logged")
             return err.graphql_response()
+
+    @staticmethod
+    def _check_with_snapshot(plan: Plan, snap: Snapshot) -> None:
+        """``check_with_snapshot`` (one small query per snapshot, then its memo: on the event loop); a read error
+        from a damaged part says what is wrong, as the answer's own would."""
+        try:
+            with snap.reader() as reader:
+                check_with_snapshot(plan, reader)
+        except ApiError:
+            raise
+        except Exception:
+            damage = snap.damage()
+            if damage is None:
+                raise
+            raise ApiError(503, "NOT_READY", damage[0], {"Retry-After": "5"}) from None
 
     async def _prepare(self, caller: Caller, query: str) -> Prepared:
         """Parse and validate a document not seen before, in the one preparing thread; requests for a document

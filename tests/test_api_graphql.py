@@ -663,6 +663,9 @@ def test_a_body_that_never_arrives_is_answered_408(server: ApiServer, path: str,
     with socket.create_connection((host, int(port)), timeout=20) as sock:
         sock.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                      "Content-Length: 100\r\n\r\n{\"query\":".encode())
-        answer = sock.recv(4096).decode(errors="replace")
-    assert answer.startswith("HTTP/1.1 408"), answer
-    assert "BODY_TIMEOUT" in answer and "did not arrive within 1 s" in answer, answer
+        answer = b""
+        while chunk := sock.recv(4096):  # until the server closes: it must not read on as a next request
+            answer += chunk
+    text = answer.decode(errors="replace")
+    assert text.startswith("HTTP/1.1 408") and "connection: close" in text.lower(), text
+    assert "BODY_TIMEOUT" in text and "did not arrive within 1 s" in text, text

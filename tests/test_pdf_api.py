@@ -108,6 +108,12 @@ window.open("{s}/secret");
             "{ const t = Date.now(); while (Date.now() - t < 8000); });</script>"
         )
         page.routes["/to-download"] = static("<h1>LEAVING</h1><script>location.href = '/download';</script>")
+        page.routes["/framed-download"] = static("<h1>FRAMED</h1><iframe src='/download'></iframe>")
+        # loads, then sends itself to a file while the render waits for #done (which comes after)
+        page.routes["/late-download"] = static(
+            "<h1>LATE</h1><script>addEventListener('load', () => { setTimeout(() => { location.href = '/download'; }, 200);"
+            " setTimeout(() => document.body.insertAdjacentHTML('beforeend', '<p id=done>done</p>'), 800); });</script>"
+        )
         page.routes["/download"] = lambda req: Reply(
             200, b"%PDF-1.4 not really", {"Content-Type": "application/octet-stream"}
         )
@@ -358,6 +364,15 @@ def test_a_page_that_sends_itself_to_a_download_is_not_a_page(env: Env, wait_unt
     assert error["code"] == "NOT_A_PAGE" and "started a download" in error["message"] and "/download" in error["message"]
     assert "x-cu-cost" not in r.headers  # refunded
     assert env.get(url=env.page.url("/hello")).status_code == 200  # the next render is fine
+
+
+@pytest.mark.parametrize(("path", "text", "extra"), [("/framed-download", "FRAMED", {}),
+                                                     ("/late-download", "LATE", {"waitForSelector": "#done"})])
+def test_a_download_in_a_frame_or_after_the_load_still_prints(env: Env, path: str, text: str,
+                                                              extra: dict[str, str]) -> None:
+    # The diff review: the first version stopped the page on any download, so these printable pages got NOT_A_PAGE.
+    r = env.get(url=env.page.url(path), timeoutMs=20000, **extra)
+    assert r.status_code == 200 and text in pdf_text(r.content), r.text[:300]
 
 
 @pytest.mark.parametrize(

@@ -211,6 +211,12 @@ def test_a_number_written_in_a_topic_phrase_is_that_number(headline: str, layer2
     assert ("layer2" in get_tagger().tag(headline).topics) is layer2
 
 
+@pytest.mark.parametrize("headline", ["Exchange files for Chapter 11 bankruptcy protection",
+                                      "Lender files Chapter 7 in Delaware", "Miner seeks Chapter 15 recognition"])
+def test_the_bankruptcy_chapters_each_written_out_are_corporate(headline: str) -> None:
+    assert "corporate" in get_tagger().tag(headline).topics
+
+
 def test_taxonomy_has_15_documented_topics_and_tags_its_own_examples() -> None:
     required = {"pricemovement", "priceforecast", "regulation", "lawsuits", "etf", "exchanges", "defi", "nft",
                 "stablecoins", "mining", "security", "institutions", "macro", "layer2", "adoption",

@@ -38,13 +38,11 @@ def _requests(n: int) -> str:
 
 
 def _once_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """``object_pairs_hook``: a key given twice is refused, as in the query string (JSON would keep the last)."""
-    out: dict[str, Any] = {}
-    for k, v in pairs:
-        if k in out:
-            raise ApiError(400, "INVALID_PARAMETER", f"`{k[:50]}` is given more than once; give it once")
-        out[k] = v
-    return out
+    """``bodies.once_each``, as this endpoint's documented INVALID_PARAMETER (as in the query string)."""
+    try:
+        return bodies.once_each(pairs)
+    except ValueError as exc:
+        raise ApiError(400, "INVALID_PARAMETER", str(exc)) from None
 
 
 async def read_raw(request: Request) -> dict[str, Any]:
@@ -193,7 +191,7 @@ class PdfEndpoint:
                 429, "TOO_MANY_PDF_REQUESTS",
                 f"this key already has {_requests(busy)} in progress on this server (at most {limit} at once per "
                 "key, CRYPTOWIRE_PDF_PER_KEY): wait for one to finish, then retry",
-                {"Retry-After": "1"},
+                {"Retry-After": "5"},
             )
         self.in_progress[key] = busy + 1
         return key
@@ -222,7 +220,7 @@ class PdfEndpoint:
                     raise ApiError(405, "METHOD_NOT_ALLOWED", "use GET or POST to render a page",
                                    {"Allow": "GET, POST"})
                 caller = await access.check(request.path_params["accessKey"], "pdf")
-                if getattr(access, "metered", True):  # StaticKeys (tests, embedding) charges nothing to abuse
+                if access.metered:  # unmetered (StaticKeys): nothing free to abuse, and every key is one caller
                     held = self._hold(caller)
                 params: PdfParams = parse_params(await read_raw(request), self.state.settings.pdf_timeout_ms)
                 deadline = loop.time() + params.timeout_ms / 1000

@@ -183,7 +183,8 @@ class Session:
         self.navigation_failed: tuple[str, str] | None = None  # (url, error) of a later main-frame load that failed
         self.stage = OPENING
         self.too_many = False  # the page went past MAX_PAGE_REQUESTS: it is stopped and the render fails
-        self.download: str | None = None  # the URL of a download the page started: it is stopped, the render fails
+        self.download: str | None = None  # the URL of a download the page turned into: it is stopped, the render fails
+        self.navigations: set[str] = set()  # URLs the main frame was sent to after the page asked for (on_route)
         self._closing: asyncio.Future[None] | None = None  # the page's close, once too_many
         self._handlers: set[asyncio.Task[Any]] = set()
 
@@ -269,6 +270,8 @@ class Session:
                 log.info("pdf: %s failed (%s)", url[:200], exc.message)
                 await route.abort("namenotresolved" if exc.code == "DNS_FAILURE" else "failed")
                 return
+            if request.is_navigation_request() and request.frame == self.page.main_frame:
+                self.navigations.add(url)  # it may turn into a download (on_download)
             # Chromium fetches it natively through the egress proxy, which checks and pins the connection
             # again (this check only refuses early, and counts): bodies never cross the driver pipe.
             await route.continue_()
@@ -313,10 +316,12 @@ class Session:
         self.page_crashed = True
 
     def on_download(self, download: Any) -> None:
-        """The page turned into a download (a script's ``location.href`` to a file, say): nothing will load to print,
-        and the load it replaced never ends; stop the page now rather than at the deadline (NOT_A_PAGE)."""
-        if self.download is None:
-            self.download = str(download.url)[:200]
+        """The page turned into a download while loading (a script's ``location.href`` to a file, say): the load it
+        replaced never ends, so the render would wait for the deadline; stop the page now (NOT_A_PAGE). A download
+        in a frame, or once the page has loaded, is cancelled (downloads are off) and the page prints as it is."""
+        url = str(download.url)
+        if self.download is None and self.stage == LOADING and url in self.navigations:
+            self.download = url[:200]
             closing = asyncio.ensure_future(self.page.close())
             closing.add_done_callback(_retrieved)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from models.tagging.registry import REGISTRY_PATH, load_registry
 from models.tagging.text import clean, tokenize
 from models.tagging.tickers import CRYPTO_WORDS, Mention, TickerIndex
-from models.tagging.topics import TAXONOMY_PATH, TopicMatcher, load_taxonomy
+from models.tagging.topics import TAXONOMY_PATH, TaxonomyError, TopicMatcher, load_taxonomy
 
 _HERE = Path(__file__).resolve().parent
 # The rules are code as much as data: a change to any of these files changes the version.
@@ -57,7 +57,7 @@ class Tagger:
         self._names = {sym: a.name for a in assets for sym in (a.symbol, *a.former_symbols)}
         unknown = sorted({s for t in self.topics for s in t.assets} - set(kind_of))
         if unknown:
-            raise ValueError(f"{taxonomy_path}: topics name assets missing from the registry: {unknown}")
+            raise TaxonomyError(f"{taxonomy_path}: topics name assets missing from the registry: {unknown}")
         self.matcher = TopicMatcher(self.topics, kind_of)
         self.symbols = frozenset(kind_of)
         self.version = self._version(registry_path, taxonomy_path)

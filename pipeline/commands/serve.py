@@ -33,8 +33,8 @@ KEY_SHAPED = re.compile(r"cw_live_[^\s/?&#'\"]*")
 
 
 def redact_path(full_path: str) -> str:
-    """``/crypto-news/cw_live_abc/x?y=1`` -> ``/crypto-news/***?***``; keyless paths stay as they are (but for a
-    last segment shaped like a key: ``/assets/graphiql/cw_live_abc`` -> ``/assets/graphiql/***``)."""
+    """``/crypto-news/cw_live_abc/x?y=1`` -> ``/crypto-news/***?***``; keyless paths stay as they are, and under
+    the explorer's prefix only its own files (``/assets/graphiql/<anything else>`` -> ``/assets/graphiql/***``)."""
     from api.access import KEYED_PREFIXES
 
     path, sep, _query = str(full_path).partition("?")
