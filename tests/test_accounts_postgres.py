@@ -236,7 +236,7 @@ def test_postgres_down_refuses_with_503(tmp_path: Path, postgres_url: str) -> No
         assert err.value.status == 503
         await access.close()
 
-    data = tmp_path / "postgres" / "pgdata"
+    data = (tmp_path / "postgres").resolve() / "pgdata"  # as root, a directory of its own (tests.support.servers)
 
     def stop() -> None:
         subprocess.run([str(servers.PG_BINDIR / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"],

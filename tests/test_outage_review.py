@@ -61,7 +61,7 @@ def test_serve_refuses_to_start_without_a_usable_redis(tmp_path: Path, url: str,
 # --- servers that can be stopped and started again on the same port ------------------------------------------
 def pg_ctl(tmp_path: Path, url: str, action: str) -> None:
     """Stop or start the ``postgres_url`` fixture's server (its cluster is in tmp_path/postgres)."""
-    work = tmp_path / "postgres"
+    work = (tmp_path / "postgres").resolve()  # as root, a directory of its own (tests.support.servers)
     opts = f"-p {urlsplit(url).port} -k {work / 'pgsock'} -c listen_addresses=127.0.0.1 -c fsync=off"
     args = ["-m", "fast", "-w", "stop"] if action == "stop" else ["-l", str(work / "postgres.log"), "-o", opts,
                                                                      "-w", "-t", "60", "start"]

@@ -13,6 +13,7 @@ import pwd
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -71,36 +72,57 @@ def _run(args: list[str], creds: dict, log: Path | None = None) -> None:
                            f"{chr(10) + 'server log: ' + tail if tail else ''}")
 
 
+def _private_dir(workdir: Path) -> Path:
+    """The directory the cluster lives in: ``workdir`` itself, or as root a directory of its own under /tmp that
+    ``workdir`` links to. Every pytest session sets /tmp/pytest-of-<user> back to 0700 when it first makes a temp
+    dir; under pytest-xdist each worker is a session, so one worker cut another's cluster off from its own files
+    (initdb: "Permission denied"). Callers that hand paths to Postgres's tools resolve them (``Path.resolve``)."""
+    if not _as_postgres():
+        workdir.mkdir(parents=True, exist_ok=True)
+        return workdir
+    if workdir.is_symlink():
+        return workdir.resolve()
+    real = Path(tempfile.mkdtemp(prefix="cw-pg-", dir="/tmp"))
+    os.chmod(real, 0o755)
+    workdir.parent.mkdir(parents=True, exist_ok=True)
+    workdir.symlink_to(real, target_is_directory=True)
+    return real
+
+
 @contextmanager
 def postgres_server(workdir: Path) -> Iterator[str]:
     """A fresh Postgres cluster; yields its URL ``postgresql://postgres@127.0.0.1:PORT/postgres``."""
     if PG_BINDIR is None:
         raise RuntimeError(POSTGRES_MISSING)
-    workdir.mkdir(parents=True, exist_ok=True)
-    data = workdir / "pgdata"
-    sockdir = workdir / "pgsock"
-    sockdir.mkdir(exist_ok=True)
-    creds = _as_postgres()
-    if creds:
-        pw = pwd.getpwnam("postgres")
-        for p in (workdir, sockdir):
-            os.chown(p, pw.pw_uid, pw.pw_gid)
-        reachable_by_postgres(workdir)
-    _run([str(PG_BINDIR / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"],
-         creds)
-    port = free_port()
-    log = workdir / "postgres.log"
-    opts = f"-p {port} -k {sockdir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
-    reachable_by_postgres(workdir)
-    _run([str(PG_BINDIR / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", opts, "-w", "-t", "60", "start"], creds,
-         log)
+    given, workdir = workdir, _private_dir(workdir)
     try:
-        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+        data = workdir / "pgdata"
+        sockdir = workdir / "pgsock"
+        sockdir.mkdir(exist_ok=True)
+        creds = _as_postgres()
+        if creds:
+            pw = pwd.getpwnam("postgres")
+            for p in (workdir, sockdir):
+                os.chown(p, pw.pw_uid, pw.pw_gid)
+            reachable_by_postgres(workdir)
+        _run([str(PG_BINDIR / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
+              "--no-sync"], creds)
+        port = free_port()
+        log = workdir / "postgres.log"
+        opts = f"-p {port} -k {sockdir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
+        reachable_by_postgres(workdir)
+        _run([str(PG_BINDIR / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", opts, "-w", "-t", "60", "start"],
+             creds, log)
+        try:
+            yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+        finally:
+            subprocess.run(
+                [str(PG_BINDIR / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"],
+                capture_output=True, **creds,  # type: ignore[arg-type]
+            )
     finally:
-        subprocess.run(
-            [str(PG_BINDIR / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"],
-            capture_output=True, **creds,  # type: ignore[arg-type]
-        )
+        if workdir != given:  # the directory of its own under /tmp (``_private_dir``)
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 @contextmanager
