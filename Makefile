@@ -49,7 +49,7 @@ API_LAYOUT_TESTS = tests/test_api_pagination.py tests/test_api_graphql.py tests/
 	tests/test_overview.py tests/test_stories.py
 
 test: setup
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -n 2 --dist loadfile
 	CRYPTOWIRE_TEST_SNAPSHOTS=parts $(VENV)/bin/pytest -q $(API_LAYOUT_TESTS)
 
 dev: setup
