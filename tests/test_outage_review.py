@@ -44,6 +44,34 @@ def serve(home: Path, redis_url: str) -> subprocess.CompletedProcess[str]:
                           env=env, capture_output=True, text=True, timeout=120)
 
 
+def test_serve_says_a_redis_password_is_missing_or_wrong(tmp_path: Path) -> None:
+    # A deployment review: Redis with a password (as deploy/Procfile starts it) and a URL without it, or with
+    # another: serve said only "(ResponseError)".
+    if REDIS_MISSING:
+        pytest.skip(REDIS_MISSING)
+    port = free_port()
+    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no", "--requirepass", "right"], stdout=subprocess.DEVNULL)
+    try:
+        client = redis.Redis(port=port, password="right")
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                assert time.monotonic() < deadline, "redis-server did not start"
+                time.sleep(0.05)
+        for url in (f"redis://127.0.0.1:{port}/0", f"redis://:wrong@127.0.0.1:{port}/0"):
+            done = serve(tmp_path / "home", url)
+            assert done.returncode == 1, done.stderr
+            assert "the password in the URL (redis://:PASSWORD@host:6379/0) is missing or wrong" in done.stderr
+            assert "wrong@" not in done.stderr
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
 @pytest.mark.parametrize("url,code,says", [
     ("redis://:s3cret@127.0.0.1:{port}/0", 1, "cannot use Redis at 127.0.0.1:{port}/0"),
     ("http://s3cret@x", 2, "must start with redis://, rediss:// or unix:// (got http://)"),

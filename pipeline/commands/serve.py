@@ -239,8 +239,17 @@ def check_redis(settings: Settings) -> None:
     except (redis.RedisError, OSError) as exc:
         parts = urlsplit(url)  # host, port and database, never the password
         where = parts.path if parts.scheme == "unix" else f"{parts.hostname}:{parts.port or 6379}{parts.path}"
-        fail(f"CRYPTOWIRE_REDIS_URL: cannot use Redis at {where} ({type(exc).__name__}): start Redis there or "
-             "fix the URL (the API meters every request through it)")
+        if isinstance(exc, redis.AuthenticationError):
+            advice = "the password in the URL (redis://:PASSWORD@host:6379/0) is missing or wrong"
+        elif isinstance(exc, redis.ResponseError):  # Redis answered: its words hold no password of ours
+            advice = f"Redis said: {str(exc)[:120]}"
+            if "protected mode" in str(exc):
+                advice = ("Redis refuses other machines without a password (protected mode): start it with "
+                          "--requirepass PASSWORD and put the password in the URL, redis://:PASSWORD@host:6379/0")
+        else:
+            advice = "start Redis there or fix the URL"
+        fail(f"CRYPTOWIRE_REDIS_URL: cannot use Redis at {where} ({type(exc).__name__}): {advice} (the API "
+             "meters every request through it)")
 
 
 def check_pdf_allow_hosts(settings: Settings) -> None:
