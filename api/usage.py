@@ -29,11 +29,13 @@ def _days(request: Request) -> int:
             example = f", for example ?days={DEFAULT_DAYS}" if name == "days" else ""
             raise ApiError(400, "BAD_REQUEST", f"`{name[:50]}` is given more than once; give it once{example}")
         seen.add(name)
+    unknown = sorted(seen - {"days"})
+    if unknown:  # a misspelt ?dayz=30 would answer the default week, as if asked for it
+        raise ApiError(400, "BAD_REQUEST", f"unknown parameter `{unknown[0][:50]}`: the only one is `days`, for "
+                       f"example ?days={DEFAULT_DAYS}")
     raw = request.query_params.get("days", str(DEFAULT_DAYS))
-    try:
-        days = int(raw)
-    except ValueError:
-        days = 0
+    # digits only: int() also takes "+7", " 7" and "7_0", which no documented form is
+    days = int(raw) if raw.isascii() and raw.isdigit() else 0
     if not 1 <= days <= MAX_DAYS:
         raise ApiError(400, "BAD_REQUEST", f"days must be a whole number from 1 to {MAX_DAYS} (got {raw[:20]!r}); "
                        f"for example ?days={DEFAULT_DAYS}")

@@ -212,6 +212,18 @@ def test_usage_refuses_a_parameter_given_twice(metered: tuple[ApiServer, Path, s
     assert r.status_code == 200 and len(r.json()["days"]) == 2, r.text
 
 
+@pytest.mark.parametrize("query,says", [("dayz=30", "unknown parameter `dayz`: the only one is `days`"),
+                                        ("days=%2B7", "days must be a whole number"),
+                                        ("days=7_0", "days must be a whole number")])
+def test_usage_takes_days_as_digits_and_nothing_else(metered: tuple[ApiServer, Path, str, str], query: str,
+                                                     says: str) -> None:
+    # A security review: ?days=+7 was taken, and an unknown parameter silently answered the default week.
+    srv, _home, _key_id, key = metered
+    r = httpx.get(srv.url(f"/api/usage/{key}?{query}"), timeout=30)
+    assert r.status_code == 400 and r.json()["error"]["code"] == "BAD_REQUEST", r.text
+    assert says in r.json()["error"]["message"], r.text
+
+
 # ------------------------------------------------------------------- 4. a PDF client that hangs up early
 
 COST = 20_000
