@@ -49,27 +49,13 @@ def test_serve_says_a_redis_password_is_missing_or_wrong(tmp_path: Path) -> None
     # another: serve said only "(ResponseError)".
     if REDIS_MISSING:
         pytest.skip(REDIS_MISSING)
-    port = free_port()
-    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                             "--appendonly", "no", "--requirepass", "right"], stdout=subprocess.DEVNULL)
-    try:
-        client = redis.Redis(port=port, password="right")
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                assert time.monotonic() < deadline, "redis-server did not start"
-                time.sleep(0.05)
+    with redis_server(tmp_path / "redis", password="right") as right:
+        port = urlsplit(right).port
         for url in (f"redis://127.0.0.1:{port}/0", f"redis://:wrong@127.0.0.1:{port}/0"):
             done = serve(tmp_path / "home", url)
             assert done.returncode == 1, done.stderr
             assert "the password in the URL (redis://:PASSWORD@host:6379/0) is missing or wrong" in done.stderr
             assert "wrong@" not in done.stderr
-    finally:
-        proc.kill()
-        proc.wait(10)
 
 
 @pytest.mark.parametrize("url,code,says", [

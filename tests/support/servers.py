@@ -126,19 +126,20 @@ def postgres_server(workdir: Path) -> Iterator[str]:
 
 
 @contextmanager
-def redis_server(workdir: Path, port: int | None = None) -> Iterator[str]:
-    """A fresh redis-server without persistence (on ``port``, or a free one); yields ``redis://127.0.0.1:PORT/0``.
-    Started again on the same port, it stands for a Redis that went away and came back."""
+def redis_server(workdir: Path, port: int | None = None, password: str | None = None) -> Iterator[str]:
+    """A fresh redis-server without persistence (on ``port``, or a free one); yields ``redis://127.0.0.1:PORT/0``
+    (with ``password``: it requires it, and the URL holds it). Started again on the same port, it stands for a
+    Redis that went away and came back."""
     import redis
 
     workdir.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
     proc = subprocess.Popen(
         [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", str(workdir)],
+         "--dir", str(workdir), *(("--requirepass", password) if password else ())],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
-    url = f"redis://127.0.0.1:{port}/0"
+    url = f"redis://{f':{password}@' if password else ''}127.0.0.1:{port}/0"
     client = redis.Redis.from_url(url)
     deadline = time.monotonic() + 10
     while True:
