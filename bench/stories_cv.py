@@ -275,6 +275,32 @@ def fit_gbt(cols: list[int], calibrate: bool = True, **kw: Any) -> Callable[...,
     return fitter
 
 
+def fit_mlp(cols: list[int], hidden: int = 16, alpha: float = 1e-2, seeds: int = 5) -> Callable[..., Any]:
+    """A small neural network on the same features, averaged over a few initialisations."""
+    def fitter(x: np.ndarray, y: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+        from sklearn.neural_network import MLPClassifier
+        from sklearn.preprocessing import StandardScaler
+
+        sc = StandardScaler().fit(x[:, cols])
+        ms = [MLPClassifier((hidden,), alpha=alpha, max_iter=2000, random_state=s).fit(sc.transform(x[:, cols]), y)
+              for s in range(seeds)]
+        return lambda z: np.mean([m.predict_proba(sc.transform(z[:, cols]))[:, 1] for m in ms], axis=0)
+    return fitter
+
+
+def fit_poly(cols: list[int], l2: float = 3.0) -> Callable[..., Any]:
+    """Logistic regression on the features and their pairwise products (interactions a linear model misses)."""
+    def expand(z: np.ndarray) -> np.ndarray:
+        s = z[:, cols]
+        i, j = np.triu_indices(len(cols))
+        return np.hstack([s, s[:, i] * s[:, j]])
+
+    def fitter(x: np.ndarray, y: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+        w, b = pairs.fit(expand(x), y.astype(float), l2)
+        return lambda z: pairs.predict(expand(z), w, b)
+    return fitter
+
+
 # ---------------------------------------------------------------------------------------------------- CV
 
 def prf(pred: np.ndarray, gold: np.ndarray) -> tuple[int, int, int]:
@@ -285,7 +311,8 @@ def ratio(tp: int, fp: int, fn: int) -> tuple[float, float]:
     return (tp / (tp + fp) if tp + fp else 1.0), (tp / (tp + fn) if tp + fn else 0.0)
 
 
-THRESHOLDS = tuple(round(0.40 + 0.025 * k, 3) for k in range(19))  # 0.40 .. 0.85
+GRID_TOP = 0.85
+THRESHOLDS = tuple(round(0.40 + 0.025 * k, 3) for k in range(19))  # 0.40 .. 0.85; --grid-top widens it
 
 
 def grouped_pred(g: Graph, probs: np.ndarray, t: float, linkage: str, pi: np.ndarray, pj: np.ndarray) -> np.ndarray:
@@ -321,7 +348,7 @@ def cv(items: list[Any], g: Graph, rows: list[dict[str, Any]], fitter: Any, link
     assert ex is not None
     xp = np.array([g.x[g.index[(a, b)]] if (a, b) in g.index else pair_x(items, ex, int(a), int(b))
                    for a, b in zip(pi, pj, strict=True)])
-    grid = THRESHOLDS
+    grid = tuple(t for t in np.round(np.arange(0.40, GRID_TOP + 1e-9, 0.025), 3)) if GRID_TOP > 0.85 else THRESHOLDS
     G, P = [0, 0, 0], [0, 0, 0]
     per_fold, thresholds = [], []
     curve = {t: [0, 0, 0] for t in grid}
@@ -372,7 +399,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=1)
     ap.add_argument("--check", action="store_true", help="compare the fast grouping with the real Clusterer")
     ap.add_argument("--only", nargs="*")
+    ap.add_argument("--grid-top", type=float, default=0.85,
+                    help="highest threshold the nested choice may take (surer models need more than 0.85)")
     args = ap.parse_args(argv)
+    global GRID_TOP
+    GRID_TOP = args.grid_top
     items = load_items(args.cache)
     raw = load_rows()
     assert [r["key"] for r in raw] == [it.id for it in items]
@@ -423,6 +454,10 @@ def main(argv: list[str] | None = None) -> int:
         "gbt base single t=0.60": (fit_gbt(BASE), "single", 0.6),
         "gbt full single t=0.60": (fit_gbt(full), "single", 0.6),
         "gbt +idf avg nested": (fit_gbt(BASE + idf), "avg", "nested"),
+        # model class, with today's linkage (2026-11-28): uncalibrated trees, a small network, interactions
+        "gbt base merge nested": (fit_gbt(BASE, calibrate=False), "merge", "nested"),
+        "mlp base merge nested": (fit_mlp(BASE), "merge", "nested"),
+        "poly2 base merge nested": (fit_poly(BASE), "merge", "nested"),
     }
     for name, (fitter, linkage, thr) in exps.items():
         if args.only and name not in args.only:
