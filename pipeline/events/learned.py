@@ -23,22 +23,17 @@ from typing import Any
 from pipeline.events.mentions import Mention
 from pipeline.events.numbers import find_amounts
 from pipeline.events.price import (
-    CONDITION,
-    COUNT_AFTER,
-    COUNT_BEFORE,
-    FIRST_TIME,
     HOLD,
     LEVEL,
     NEGATED,
-    NOT_A_PRICE,
     PAST_GUARD,
     PREP_BEFORE,
     asset_for,
+    could_be_price,
     prep_direction,
-    wished_or_revised,
 )
 from pipeline.events.reference import DIRECTION_MARGIN, Reference
-from pipeline.events.templates import MAX_PRICE, PRICE, Found
+from pipeline.events.templates import PRICE, Found
 
 MODEL_PATH = Path(__file__).resolve().with_name("data") / "price_model.json"
 UNITS = 3  # the headline and the first two summary sentences
@@ -116,15 +111,12 @@ def candidates(units: list[str], mentions: list[list[Mention]], tickers: set[str
     for index, unit in enumerate(units[:UNITS]):
         found_here = mentions[index]
         for amount in find_amounts(unit):
-            if amount.currency not in (None, "USD") or not (0 < amount.value < MAX_PRICE):
+            if not could_be_price(unit, amount):
                 continue
-            left, right = unit[: amount.start], unit[amount.end :]
-            if NOT_A_PRICE.match(right) or COUNT_AFTER.match(right) or COUNT_BEFORE.search(left[-60:]):
-                continue
-            # The guideline's refusals hold here too: a condition ("should it break $3.50"), a level denied
+            left = unit[: amount.start]
+            # Where the rules look for a cue, these read the words before it; here the level's: a level denied
             # ("may never fall below $1"), a move that already failed or happened.
-            if (CONDITION.search(left[-80:]) or NEGATED.search(left[-60:]) or PAST_GUARD.search(left[-40:])
-                    or FIRST_TIME.match(right) or wished_or_revised(left, right)):
+            if NEGATED.search(left[-60:]) or PAST_GUARD.search(left[-40:]):
                 continue
             after = [m for m in found_here if m.start >= amount.end and m.start - amount.end <= 2]
             nominal = bool(after) and not unit[amount.end : after[0].start].strip()

@@ -259,21 +259,29 @@ def prep_direction(left: str, prep: re.Match[str]) -> str:
 CONDITION = re.compile(r"\b(?:if|unless|in\s+case|should)\s+(?:[^,;:?!.\u2013\u2014]){0,60}$", re.I)
 
 
+def could_be_price(unit: str, amount: Amount) -> bool:
+    """The filters the rules and the learned model (``learned.candidates``) share: an amount in dollars (or none)
+    under ``MAX_PRICE``, no count, sum or market cap, and no level the guideline refuses whatever the cue."""
+    if amount.currency not in (None, "USD") or not (0 < amount.value < MAX_PRICE):
+        return False
+    left, right = unit[: amount.start], unit[amount.end :]
+    return not (
+        NOT_A_PRICE.match(right) or COUNT_AFTER.match(right) or COUNT_BEFORE.search(left[-60:])
+        # "to surpass the $0.00001 mark for the first time since 2021": it happened
+        or FIRST_TIME.match(right)
+        # "Best coins to buy if Bitcoin falls below $30K": a condition, not a forecast
+        or CONDITION.search(left[-80:])
+        or wished_or_revised(left, right)
+    )
+
+
 def find_price(unit: str, mentions: list[Mention], context: str) -> Found | None:
     """A price level with a forward-looking cue next to it, and the asset it is about."""
     for amount in find_amounts(unit):
-        if amount.currency not in (None, "USD") or not (0 < amount.value < MAX_PRICE):
+        if not could_be_price(unit, amount):
             continue
         left = unit[: amount.start]
         right = unit[amount.end :]
-        if NOT_A_PRICE.match(right) or COUNT_AFTER.match(right) or COUNT_BEFORE.search(left[-60:]):
-            continue
-        if FIRST_TIME.match(right):
-            continue  # "to surpass the $0.00001 mark for the first time since 2021": it happened
-        if CONDITION.search(left[-80:]):
-            continue  # "Best coins to buy if Bitcoin falls below $30K": a condition, not a forecast
-        if wished_or_revised(left, right):
-            continue
         after_mentions = [m for m in mentions if m.start >= amount.end and m.start - amount.end <= 2]
         if after_mentions and not amount.currency and not re.match(r"\s*(?:price|target|level)", unit[after_mentions[0].end:], re.I):
             continue  # "6 million ETH", "6,000 BTC": a number of coins
