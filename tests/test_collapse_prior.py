@@ -1,7 +1,7 @@
 """cryptoNews(collapseStories: true) with filters: each story listed once, by its earliest article that passes them.
 
 One filter (tickers, topics, sources, sentiment, or since) is answered by a row condition on columns written at
-publish (``warehouse.publish.PRIOR_SQL``), other combinations by checking each page's stories with a query. Both
+publish (``warehouse.parts.contents.PRIOR_SQL``), other combinations by checking each page's stories with a query. Both
 must give what a plain reading of the rows gives, on real multi-article stories spread over a set's parts and in a
 single file, page by page in both directions.
 """

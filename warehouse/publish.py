@@ -59,154 +59,6 @@ from warehouse.published import (
 SNAPSHOT_FORMAT = 1
 ROW_GROUP_SIZE = 16384  # small row groups: zone maps skip more of the table around a page
 
-# Per article of a story but its first: the time of the article before it and the union of the earlier articles'
-# tickers, topics, source names (lower case) and sentiment labels. collapseStories with one such filter then lists
-# a story by its earliest matching article with a row condition, as fast as a plain filtered page (the general
-# case checks each page's stories with a grouped query). Order as ``story_first``: publication time, then id.
-# MEMBERS_SQL lists the stories' articles ({members}: story_id, article_id) with what PRIOR_SQL needs of them.
-MEMBERS_SQL = """
-CREATE OR REPLACE TEMP TABLE _cw_members AS
-SELECT m.story_id, a.id, a.published_at, coalesce(a.tickers, []::VARCHAR[]) AS tickers,
-       coalesce(a.topics, []::VARCHAR[]) AS topics, lower(a.source_name) AS source,
-       CASE lower(a.sentiment) WHEN 'positive' THEN 'Positive' WHEN 'negative' THEN 'Negative'
-                               WHEN 'neutral' THEN 'Neutral' END AS sentiment
-FROM ({members}) m JOIN {articles} a ON a.id = m.article_id
-"""
-PRIOR_SQL = """
-CREATE OR REPLACE TEMP TABLE _cw_prior AS
-WITH ordered AS (
-    SELECT story_id, id, published_at,
-           lag(published_at) OVER (PARTITION BY story_id ORDER BY published_at, id) AS prev_at
-    FROM _cw_members
-), vals AS (
-    SELECT story_id, 't' AS kind, unnest(tickers) AS v, published_at, id FROM _cw_members
-    UNION ALL SELECT story_id, 'p', unnest(topics), published_at, id FROM _cw_members
-    UNION ALL SELECT story_id, 's', source, published_at, id FROM _cw_members WHERE source IS NOT NULL
-    UNION ALL SELECT story_id, 'e', sentiment, published_at, id FROM _cw_members WHERE sentiment IS NOT NULL
-), firsts AS (  -- each value's first article in its story: linear in the story's size, not quadratic
-    SELECT story_id, kind, v, published_at AS at, id FROM (
-        SELECT *, row_number() OVER (PARTITION BY story_id, kind, v ORDER BY published_at, id) AS k FROM vals
-    ) WHERE k = 1
-)
-SELECT o.id AS article_id, o.prev_at AS prior_at,
-       list(f.v) FILTER (WHERE f.kind = 't') AS prior_tickers, list(f.v) FILTER (WHERE f.kind = 'p') AS prior_topics,
-       list(f.v) FILTER (WHERE f.kind = 's') AS prior_sources,
-       list(f.v) FILTER (WHERE f.kind = 'e') AS prior_sentiments
-FROM ordered o
-LEFT JOIN firsts f ON f.story_id = o.story_id AND (f.at < o.published_at OR (f.at = o.published_at AND f.id < o.id))
-WHERE o.prev_at IS NOT NULL
-GROUP BY o.id, o.prev_at
-"""
-
-NEWS_SQL = """
-CREATE TABLE {db}.news AS
-SELECT
-    (row_number() OVER (ORDER BY published_at DESC, id DESC) - 1)::BIGINT AS pos,
-    id,
-    published_at,
-    coalesce(date_inferred, false) AS date_inferred,
-    title,
-    summary AS text,
-    CASE lower(sentiment)
-        WHEN 'positive' THEN 'Positive' WHEN 'negative' THEN 'Negative' WHEN 'neutral' THEN 'Neutral'
-    END AS sentiment,
-    sentiment_score,
-    coalesce(tickers, []::VARCHAR[]) AS tickers,
-    coalesce(topics, []::VARCHAR[]) AS topics,
-    source_name,
-    url AS news_url,
-    image_url,
-    coalesce(ts.ticker_sentiments, []) AS ticker_sentiments,
-    sa.story_id,
-    st.story_title,
-    st.story_articles,
-    st.story_sources,
-    st.story_first_seen,
-    -- the story's earliest article (cryptoNews(collapseStories: true) lists only those); an article in no story
-    -- yet stands for itself
-    sa.story_id IS NULL OR row_number() OVER (PARTITION BY sa.story_id ORDER BY articles.published_at, articles.id) = 1 AS story_first,
-    pr.prior_at AS story_prev_at,
-    pr.prior_tickers AS story_prior_tickers,
-    pr.prior_topics AS story_prior_topics,
-    pr.prior_sources AS story_prior_sources,
-    pr.prior_sentiments AS story_prior_sentiments
-FROM articles
-LEFT JOIN (SELECT article_id, story_id FROM story_articles) sa ON sa.article_id = articles.id
-LEFT JOIN _cw_prior pr ON pr.article_id = articles.id
-LEFT JOIN (SELECT id AS sid, title AS story_title, articles AS story_articles, sources AS story_sources,
-                  first_seen AS story_first_seen FROM stories) st ON st.sid = sa.story_id
-LEFT JOIN (
-    -- each ticker's own sentiment, in the order of `tickers` (most salient first)
-    SELECT article_id, list(struct_pack(ticker := t.ticker, label := CASE lower(t.sentiment) WHEN 'positive' THEN 'Positive'
-                                        WHEN 'negative' THEN 'Negative' WHEN 'neutral' THEN 'Neutral' END,
-                                        score := t.sentiment_score)
-                ORDER BY list_position(a.tickers, t.ticker)) AS ticker_sentiments
-    FROM article_tickers t JOIN articles a ON a.id = t.article_id
-    WHERE t.sentiment IS NOT NULL GROUP BY article_id
-) ts ON ts.article_id = articles.id
-ORDER BY pos
-"""
-
-EVENTS_SQL = """
-CREATE TABLE {db}.events AS
-SELECT
-    (row_number() OVER (ORDER BY created_at DESC, id DESC) - 1)::BIGINT AS pos,
-    id,
-    date_trunc('millisecond', created_at) AS created_at,
-    date,
-    event_title,
-    event_description,
-    source_url,
-    image_url,
-    options,
-    tags,
-    asset,
-    kind,
-    subject,
-    comparator,
-    threshold,
-    currency,
-    resolution_criteria,
-    resolution_source,
-    withdrawn_reason,
-    date_trunc('millisecond', updated_at) AS updated_at,
-    date_trunc('millisecond', withdrawn_at) AS withdrawn_at
-FROM prediction_events
-ORDER BY pos
-"""
-
-FILTER_VALUES_SQL = """
-CREATE TABLE {db}.filter_values AS
-SELECT 'newsSources' AS kind, source_name AS value FROM (SELECT DISTINCT source_name FROM {db}.news)
-UNION ALL
-SELECT 'newsTopics', t FROM (SELECT DISTINCT unnest(topics) AS t FROM {db}.news)
-UNION ALL
-SELECT 'tickers', t FROM (
-    SELECT unnest(tickers) AS t FROM {db}.news UNION SELECT asset FROM {db}.events
-)
-ORDER BY kind, value
-"""
-
-
-STORIES_SQL = """
-CREATE TABLE {db}.stories AS
-SELECT
-    (row_number() OVER (ORDER BY s.first_seen DESC, s.id DESC) - 1)::BIGINT AS pos,
-    s.id, s.title, s.first_seen, s.last_seen, s.articles, s.sources, s.mean_sentiment, s.tickers, s.topics,
-    m.article_ids
-FROM stories s
-JOIN (SELECT story_id, list(article_id ORDER BY published_at, article_id) AS article_ids
-      FROM story_articles GROUP BY story_id) m ON m.story_id = s.id
-ORDER BY pos
-"""
-
-SENTIMENT_SQL = """
-CREATE TABLE {db}.sentiment AS
-SELECT ticker, grain, bucket_start, articles, positive, neutral, negative, scored, mean_score
-FROM asset_sentiment
-ORDER BY ticker, grain, bucket_start
-"""
-
 # What the API needs of the registry (``warehouse.trends.assets``): a ticker's former symbol and the day of the
 # rename (news before it is tagged with the former symbol), and the names a ticker is asked by by mistake.
 ASSETS_SQL = """
@@ -249,20 +101,23 @@ def publish_snapshot(con: duckdb.DuckDBPyConnection, snapshots_dir: Path, keep: 
     tag = secrets.token_hex(4)
     literal = str(partial.resolve()).replace("'", "''")
     con.execute(f"ATTACH '{literal}' AS {alias} (ROW_GROUP_SIZE {ROW_GROUP_SIZE})")
+    # The tables are a set's parts' (warehouse.parts.contents) over one unbounded period.
+    from warehouse.parts.contents import VALUES_SQL, part_sql, stage, unstage
+
     try:
-        con.execute(MEMBERS_SQL.format(members="SELECT article_id, story_id FROM story_articles", articles="articles"))
-        con.execute(PRIOR_SQL)
-        con.execute(NEWS_SQL.format(db=alias))
-        con.execute("DROP TABLE _cw_members; DROP TABLE _cw_prior")
+        stage(con, [(None, None)])
+        con.execute(part_sql(con, "news", alias, None, None))
+        unstage(con)
         con.execute(f"CREATE UNIQUE INDEX news_id ON {alias}.news (id)")
         crash_point("snapshot:writing")
-        con.execute(EVENTS_SQL.format(db=alias))
+        con.execute(part_sql(con, "events", alias, None, None))
         # Unique by construction upstream; the index also makes a createdAt cursor a point lookup.
         con.execute(f"CREATE UNIQUE INDEX events_created_at ON {alias}.events (created_at)")
-        con.execute(FILTER_VALUES_SQL.format(db=alias))
-        con.execute(SENTIMENT_SQL.format(db=alias))
+        con.execute(f"CREATE TABLE {alias}.filter_values AS SELECT * FROM ({VALUES_SQL.format(db=alias)}) "
+                    "ORDER BY kind, value")
+        con.execute(part_sql(con, "sentiment", alias, None, None))
         write_assets(con, alias)
-        con.execute(STORIES_SQL.format(db=alias))
+        con.execute(part_sql(con, "stories", alias, None, None))
         con.execute(f"CREATE UNIQUE INDEX stories_id ON {alias}.stories (id)")
         con.execute(
             f"""CREATE TABLE {alias}.snapshot_info AS SELECT

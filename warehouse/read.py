@@ -565,7 +565,7 @@ class SnapshotReader:
         return page
 
     def _prior_condition(self, filters: NewsFilters) -> tuple[str, list[Any]] | None:
-        """collapseStories as a row condition on the ``story_prior_*`` columns (``warehouse.publish.PRIOR_SQL``):
+        """collapseStories as a row condition on the ``story_prior_*`` columns (``warehouse.parts.contents.PRIOR_SQL``):
         no earlier article of the row's story passes the filters. Exact for one of tickers, topics, sources or
         sentiment (an earlier article is also before ``until``), or ``since`` alone; else None (``_standing``)."""
         if not snapshot_fact(self.facts, "news_prior", lambda: has_column(self.con, "news", "story_prior_tickers")):

@@ -72,7 +72,7 @@ def periods_of_changed_stories(con: duckdb.DuckDBPyConnection, cuts: Cuts, since
                                news_since: str | None = None) -> set[str]:
     """Periods holding an article of a story updated after ``since`` (the story summary in those news rows
     changed), or of a story one of whose articles was written after ``news_since``: each news row carries what the
-    earlier articles of its story hold (``warehouse.publish.PRIOR_SQL``), and a publish may run before the stories
+    earlier articles of its story hold (``warehouse.parts.contents.PRIOR_SQL``), and a publish may run before the stories
     step brings the story in step (``--select serving_snapshot``). Members are found from the earliest such story's
     first article on, and the changed articles' stories from two days before the earliest of them (zone maps skip
     the rest)."""

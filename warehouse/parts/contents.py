@@ -3,7 +3,10 @@
 Known limits: ``story_first`` (the story's earliest article) is the article published at the story's
 ``first_seen`` (smallest id there), and a story's members and summary are looked up by their time as grouped,
 then by id for any left; a story whose first article was deleted has no article standing for it under
-``collapseStories`` (the single file picked the next one).
+``collapseStories`` until the stories step recomputes the story (``warehouse.stories.resync``).
+
+``warehouse.publish.publish_snapshot`` (the single-file layout) fills its tables with the same SQL, over one
+unbounded period.
 """
 
 from __future__ import annotations
@@ -14,9 +17,47 @@ import duckdb
 
 from warehouse.parts.changes import SOURCES, hull_sql
 from warehouse.parts.periods import range_sql
-from warehouse.publish import MEMBERS_SQL, PRIOR_SQL
 
-# As warehouse.publish.NEWS_SQL, for one period. The story summary comes from ``stories``; ``story_first`` is the
+# Per article of a story but its first: the time of the article before it and the union of the earlier articles'
+# tickers, topics, source names (lower case) and sentiment labels. collapseStories with one such filter then lists
+# a story by its earliest matching article with a row condition, as fast as a plain filtered page (the general
+# case checks each page's stories with a grouped query). Order as ``story_first``: publication time, then id.
+# MEMBERS_SQL lists the stories' articles ({members}: story_id, article_id) with what PRIOR_SQL needs of them.
+MEMBERS_SQL = """
+CREATE OR REPLACE TEMP TABLE _cw_members AS
+SELECT m.story_id, a.id, a.published_at, coalesce(a.tickers, []::VARCHAR[]) AS tickers,
+       coalesce(a.topics, []::VARCHAR[]) AS topics, lower(a.source_name) AS source,
+       CASE lower(a.sentiment) WHEN 'positive' THEN 'Positive' WHEN 'negative' THEN 'Negative'
+                               WHEN 'neutral' THEN 'Neutral' END AS sentiment
+FROM ({members}) m JOIN {articles} a ON a.id = m.article_id
+"""
+PRIOR_SQL = """
+CREATE OR REPLACE TEMP TABLE _cw_prior AS
+WITH ordered AS (
+    SELECT story_id, id, published_at,
+           lag(published_at) OVER (PARTITION BY story_id ORDER BY published_at, id) AS prev_at
+    FROM _cw_members
+), vals AS (
+    SELECT story_id, 't' AS kind, unnest(tickers) AS v, published_at, id FROM _cw_members
+    UNION ALL SELECT story_id, 'p', unnest(topics), published_at, id FROM _cw_members
+    UNION ALL SELECT story_id, 's', source, published_at, id FROM _cw_members WHERE source IS NOT NULL
+    UNION ALL SELECT story_id, 'e', sentiment, published_at, id FROM _cw_members WHERE sentiment IS NOT NULL
+), firsts AS (  -- each value's first article in its story: linear in the story's size, not quadratic
+    SELECT story_id, kind, v, published_at AS at, id FROM (
+        SELECT *, row_number() OVER (PARTITION BY story_id, kind, v ORDER BY published_at, id) AS k FROM vals
+    ) WHERE k = 1
+)
+SELECT o.id AS article_id, o.prev_at AS prior_at,
+       list(f.v) FILTER (WHERE f.kind = 't') AS prior_tickers, list(f.v) FILTER (WHERE f.kind = 'p') AS prior_topics,
+       list(f.v) FILTER (WHERE f.kind = 's') AS prior_sources,
+       list(f.v) FILTER (WHERE f.kind = 'e') AS prior_sentiments
+FROM ordered o
+LEFT JOIN firsts f ON f.story_id = o.story_id AND (f.at < o.published_at OR (f.at = o.published_at AND f.id < o.id))
+WHERE o.prev_at IS NOT NULL
+GROUP BY o.id, o.prev_at
+"""
+
+# One period's news. The story summary comes from ``stories``; ``story_first`` is the
 # story's earliest article: published at the story's ``first_seen`` (so in the same period), smallest id there.
 PART_NEWS_SQL = """
 CREATE TABLE {db}.news AS
