@@ -64,6 +64,10 @@ class WorkersIdle(BackfillTimeout):
     """No worker took a queued partition, and none of this backfill's finished, for ``idle_timeout`` seconds."""
 
 
+class BackfillRangeError(ValueError):
+    """``--until`` before ``--since``."""
+
+
 class RedisUnreachable(Exception):
     pass
 
@@ -152,7 +156,7 @@ def run_backfill(
     from warehouse import db
 
     if until < since:
-        raise ValueError(f"--until {until} is before --since {since}")
+        raise BackfillRangeError(f"--until {until} is before --since {since}")
     configure(settings)
     import redis
 
@@ -160,7 +164,7 @@ def run_backfill(
     try:  # before exporting anything
         client.ping()
     except redis.RedisError as exc:
-        raise ValueError(f"cannot reach Redis at CRYPTOWIRE_REDIS_URL ({exc}): start it or fix the URL") from exc
+        raise RedisUnreachable(f"cannot reach Redis at CRYPTOWIRE_REDIS_URL ({exc}): start it or fix the URL") from exc
     settings.ensure_dirs()
     started = time.perf_counter()
     root = settings.partitions_dir

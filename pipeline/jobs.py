@@ -40,6 +40,10 @@ def dagster_yaml(settings: Settings) -> str:
     return text
 
 
+class UnknownAssets(ValueError):
+    """A selection naming assets the code location does not define."""
+
+
 class InstanceError(Exception):
     """The data home's Dagster instance cannot be opened as the settings say: one line saying why and what to do."""
 
@@ -238,7 +242,7 @@ def materialize(
     if select:
         unknown = sorted(set(select) - names)
         if unknown:
-            raise ValueError(f"unknown asset(s) {', '.join(unknown)}: choose from {', '.join(sorted(names))}")
+            raise UnknownAssets(f"unknown asset(s) {', '.join(unknown)}: choose from {', '.join(sorted(names))}")
         selection = dg.AssetSelection.assets(*select)
     tags = process_tags()
     if rederive:

@@ -9,7 +9,7 @@ from typing import Any, NoReturn
 
 import typer
 
-from pipeline.commands.output import emit_json, fail, json_option
+from pipeline.commands.output import emit_json, fail, json_option, user_errors
 
 JSON = json_option(help="Print the result as JSON (for scripts).")
 
@@ -133,10 +133,7 @@ def run_materialize(feeds: Path | None, select: str | None, as_json: bool, wait_
                     emit: bool = True, rederive: bool = False) -> Any:
     """Run the selected assets and print the summary (JSON with ``as_json``; nothing when not ``emit``, unless the
     run failed or was stopped: then the JSON summary is the one document `--json` prints)."""
-    from pipeline.jobs import InstanceError
     from pipeline.jobs import materialize as do_materialize
-    from pipeline.runlock import WaitTimeout
-    from warehouse.db import WarehouseLocked
 
     settings = _settings(feeds)
     chosen = [s.strip() for s in select.split(",") if s.strip()] if select else None
@@ -151,7 +148,7 @@ def run_materialize(feeds: Path | None, select: str | None, as_json: bool, wait_
     stop_on_sigterm()
     try:
         summary = do_materialize(settings, chosen, wait_timeout=wait_timeout, say=_say, rederive=rederive)
-    except (ValueError, WaitTimeout, WarehouseLocked, InstanceError) as exc:
+    except user_errors() as exc:
         fail(str(exc))
     except KeyboardInterrupt:
         _stopped()

@@ -98,6 +98,23 @@ def unwritable(out: Path, exc: BaseException) -> str:
     return f"--out {out}: cannot write it ({reason}): name a file in a directory you can write to"
 
 
+def user_errors() -> tuple[type[BaseException], ...]:
+    """What a run raises that is the user's to fix (a selection, a file, a setting, a newer cryptowire's data): one
+    line, no traceback. Any other exception is a defect and keeps its traceback."""
+    from accounts.plans import PlansError
+    from accounts.store import StoreConfigError
+    from models.tagging import RegistryError, TaxonomyError
+    from pipeline.backfill import BackfillRangeError
+    from pipeline.ingest.feeds import FeedsFileError
+    from pipeline.jobs import InstanceError, UnknownAssets
+    from pipeline.runlock import WaitTimeout
+    from warehouse.db import WarehouseLocked, WarehouseTooNew
+    from warehouse.parts.read import NewerFormat
+
+    return (UnknownAssets, BackfillRangeError, FeedsFileError, RegistryError, TaxonomyError, PlansError,
+            StoreConfigError, WarehouseTooNew, NewerFormat, WaitTimeout, WarehouseLocked, InstanceError)
+
+
 # What to do about a CURRENT that names no readable snapshot (warehouse.repair.repair_snapshots).
 DOCTOR = ("run `cryptowire doctor`: it points snapshots/CURRENT at the newest complete snapshot, or removes it when "
           "there is none (then `cryptowire materialize` publishes one)")

@@ -7,7 +7,7 @@ from datetime import UTC, date, datetime
 
 import typer
 
-from pipeline.commands.output import emit_json, fail, json_option
+from pipeline.commands.output import emit_json, fail, json_option, user_errors
 
 
 def _day(value: str, option: str) -> date:
@@ -78,7 +78,6 @@ def register(app: typer.Typer) -> None:
         (asset_sentiment, stories, events, the serving snapshot) follow on the next `cryptowire materialize` or
         through the daemon's automation; `articles` then finds nothing left to score for these days."""
         from pipeline.backfill import BackfillTimeout, RedisUnreachable, run_backfill
-        from pipeline.runlock import WaitTimeout
         from warehouse.config import get_settings
 
         first = _day(since, "--since")
@@ -95,11 +94,10 @@ def register(app: typer.Typer) -> None:
 
         from kombu.exceptions import OperationalError
 
-        from warehouse.db import WarehouseLocked
 
         try:
             report = run_backfill(settings, first, last, timeout=timeout, wait_timeout=wait_timeout, say=say)
-        except (ValueError, WaitTimeout, BackfillTimeout, WarehouseLocked, RedisUnreachable) as exc:
+        except (*user_errors(), BackfillTimeout, RedisUnreachable) as exc:
             fail(str(exc))
             return
         except OperationalError as exc:
