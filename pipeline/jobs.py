@@ -73,7 +73,7 @@ def prepare_dagster_home(settings: Settings, write: bool = True) -> Path:
     Raises ``InstanceError`` when the written dagster.yaml keeps the instance in Postgres and the setting names
     no database or another one: that would silently switch the data home to another instance."""
     home = settings.dagster_home.resolve()
-    target = home / "dagster.yaml"
+    target = settings.dagster_yaml.resolve()
     written = written_postgres_url(target)
     wanted = dagster_postgres_url(settings.database_url) if settings.database_url else None
     # The same host, port and database with other credentials or options (a rotated password, sslmode) is the
@@ -360,7 +360,7 @@ def doctor(settings: Settings, fix: bool = True) -> tuple[list[str], str | None]
 
     if not settings.home.is_dir() and not settings.database_url:
         return [], f"no data home at {settings.home.resolve()} yet: nothing to check"
-    if not fix and not settings.database_url and not (settings.dagster_home / "dagster.yaml").exists():
+    if not fix and not settings.database_url and not settings.dagster_yaml.exists():
         return repair_files(settings, fix), None  # no run was ever recorded here: none to recover
     instance = open_instance(settings, write=fix)  # --check never rewrites dagster.yaml
     try:

@@ -296,7 +296,7 @@ def _runs(settings: Settings) -> dict[str, Any]:
     instance under the data home."""
     nothing: dict[str, Any] = {"assets": [], "checks": [], "runs_in_progress": [], "runs_queued": [],
                                "daemon_running": False}
-    if not (settings.dagster_home / "dagster.yaml").exists():
+    if not settings.dagster_yaml.exists():
         return nothing
     from dagster._core.storage.asset_check_execution_record import (
         AssetCheckExecutionRecordStatus as CheckStatus,
@@ -382,7 +382,7 @@ def _instance_note(settings: Settings) -> dict[str, Any]:
     SQLite: status reads SQLite (it never rewrites dagster.yaml); the next writing command moves the instance."""
     from pipeline.jobs import dagster_postgres_url, postgres_where, written_postgres_url
 
-    if not settings.database_url or written_postgres_url(settings.dagster_home / "dagster.yaml"):
+    if not settings.database_url or written_postgres_url(settings.dagster_yaml):
         return {}
     return {"instance_note": (
         f"CRYPTOWIRE_DATABASE_URL names Postgres at {postgres_where(dagster_postgres_url(settings.database_url))}, but this "

@@ -217,6 +217,11 @@ class Settings(BaseSettings):
         return self.home / "dagster"
 
     @property
+    def dagster_yaml(self) -> Path:
+        """The instance's configuration in the Dagster home (written by ``pipeline.jobs.prepare_dagster_home``)."""
+        return self.dagster_home / "dagster.yaml"
+
+    @property
     def chromium_tmp_dir(self) -> Path:
         """Temp files of the PDF renderer (Playwright's driver and Chromium), one directory per server process."""
         return self.home / "run" / "chromium-tmp"
