@@ -30,9 +30,10 @@ def current_snapshot(snapshots_dir: Path) -> Path | None:
     """The published snapshot ``CURRENT`` points to (a single file or a set manifest), or None when nothing was
     published yet."""
     try:
-        name = (snapshots_dir / POINTER).read_text().strip()
+        raw = (snapshots_dir / POINTER).read_bytes()
     except FileNotFoundError:
         return None
+    name = raw.decode("utf-8", "backslashreplace").strip()  # damaged bytes are named, not a UnicodeDecodeError
     if not is_publication(name):
         raise ValueError(f"{snapshots_dir / POINTER} names {name!r}, which is not a snapshot file")
     return snapshots_dir / name

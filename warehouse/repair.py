@@ -17,7 +17,7 @@ import duckdb
 from warehouse import db, parts
 from warehouse.parts.build import damage
 from warehouse.publish import fsync_path, in_use, list_snapshots, orphans, point_to, remove_part
-from warehouse.published import PARTIAL, POINTER
+from warehouse.published import PARTIAL, POINTER, is_publication
 
 
 def valid_snapshot(path: Path) -> bool:
@@ -112,11 +112,17 @@ def repair_snapshots(snapshots_dir: Path, fix: bool = True) -> list[str]:
                 p.unlink(missing_ok=True)
         done.append(f"{verb} {partial.name}, a snapshot whose writing a crash interrupted")
     pointer = snapshots_dir / POINTER
-    named = pointer.read_text().strip() if pointer.exists() else None
+    raw = pointer.read_bytes() if pointer.exists() else None
+    named = None if raw is None else raw.decode("utf-8", "backslashreplace").strip()
     checked: dict[str, str | None] = {}
     why = None
     if named is not None:
-        why = snapshot_problem(snapshots_dir / named, checked) if (snapshots_dir / named).is_file() else "missing"
+        if not is_publication(named):  # damaged bytes, or a part's file: nothing the API may serve alone
+            why = "not the name of a snapshot or of a set's manifest"
+        elif (snapshots_dir / named).is_file():
+            why = snapshot_problem(snapshots_dir / named, checked)
+        else:
+            why = "missing"
         if why is None:
             return done
     newest = next((p for p in reversed(list_snapshots(snapshots_dir)) if snapshot_problem(p, checked) is None), None)
