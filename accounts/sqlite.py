@@ -13,6 +13,8 @@ store is opened, under SQLite's write lock, so two processes starting at once ap
 
 from __future__ import annotations
 
+import os
+import secrets
 import sqlite3
 import threading
 import time
@@ -110,6 +112,74 @@ _WAIT: ContextVar[float | None] = ContextVar("cryptowire_sqlite_wait", default=N
 __all__ = ["KeyNotFound", "LATEST_VERSION", "SqliteStore"]
 
 
+def _create(path: Path) -> None:
+    """A new database is made beside its name and linked into place whole (never replacing one another process
+    made meanwhile): a process killed while creating it leaves no empty ``platform.sqlite``, so an empty one is
+    damage, never a fresh start."""
+    if path.exists():
+        return
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.new")
+    try:
+        db = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")  # writes the header: the file is a database from here on
+        finally:
+            db.close()
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass  # another process created it first: use theirs
+        fsync_dir(path.parent)
+    finally:
+        for leftover in (tmp, tmp.with_name(tmp.name + "-wal"), tmp.with_name(tmp.name + "-shm")):
+            leftover.unlink(missing_ok=True)
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _empty(path: Path) -> str:
+    return (f"the platform database {path} is empty (0 bytes; cryptowire never leaves it so): the access keys, plans "
+            "and usage it held are gone; restore it from a backup, or delete it to start with no keys")
+
+
+def _damaged(path: Path, said: str) -> str:
+    return (f"the platform database {path} is damaged ({said}): restore it from a backup (it holds the access keys, "
+            "plans and usage), or move it aside to start with no keys")
+
+
+def platform_damage(path: Path) -> str | None:
+    """For ``cryptowire doctor``: why the database at ``path`` fails SQLite's own check (or is empty), or None
+    (also when there is none yet). Opened read-only: nothing is created or changed."""
+    if not path.exists():
+        return None
+    if path.stat().st_size == 0:
+        return _empty(path)
+    try:
+        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT)
+        try:
+            found = [str(row[0]) for row in con.execute("PRAGMA quick_check").fetchall()]
+        finally:
+            con.close()
+    except sqlite3.Error as exc:
+        found = [str(exc)]
+    return None if found == ["ok"] else _damaged(path, "; ".join(found[:3]))
+
+
+def _cannot_open(path: Path, exc: BaseException) -> str:
+    """One line for a platform database that cannot be opened: what SQLite said, and what to do."""
+    said = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    if "malformed" in said or "not a database" in said:
+        return _damaged(path, said)
+    return (f"cannot open the platform database {path} ({said}): its disk may be full, read-only or failing; free "
+            "space on it or make it writable, and run again")
+
+
 class SqliteStore:
     """One SQLite connection, shared by the threads of one process under a lock (each call is short)."""
 
@@ -120,13 +190,23 @@ class SqliteStore:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT)
-        self._wal()
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA foreign_keys=ON")
-        self._migrate()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            _create(self.path)
+            if self.path.stat().st_size == 0:
+                raise StoreConfigError(_empty(self.path))
+            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT)
+            try:
+                self._wal()
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.execute("PRAGMA foreign_keys=ON")
+                self._migrate()
+            except BaseException:
+                self._db.close()
+                raise
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreConfigError(_cannot_open(self.path, exc)) from exc
 
     def _wal(self) -> None:
         """Switch to WAL. Two processes creating the file at once can make this fail at once with "database is

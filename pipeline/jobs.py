@@ -14,6 +14,7 @@ from typing import Any
 import dagster as dg
 
 from warehouse.config import PROJECT_ROOT, Settings
+from warehouse.integrity import DAMAGE_HINT, is_damage
 
 DAGSTER_YAML = PROJECT_ROOT / "dagster.yaml"
 
@@ -173,7 +174,10 @@ def _root_cause(err: Any) -> str:
     while err.cause is not None:
         err = err.cause
     name, _, text = err.message.strip().partition(": ")
-    return f"{name.rsplit('.', 1)[-1]}: {text}" if text else name
+    said = f"{name.rsplit('.', 1)[-1]}: {text}" if text else name
+    if is_damage(said):  # every run fails alike until someone acts: say who can tell what
+        said += f" ({DAMAGE_HINT})"
+    return said
 
 
 def repair_files(settings: Settings, fix: bool = True) -> list[str]:

@@ -203,6 +203,7 @@ def _warehouse(settings: Settings, published: Published | None = None, serving: 
     import duckdb
 
     from warehouse import db
+    from warehouse.integrity import DAMAGE_HINT, is_damage
 
     path = settings.warehouse_path
     if not settings.home.is_dir():
@@ -214,7 +215,7 @@ def _warehouse(settings: Settings, published: Published | None = None, serving: 
     try:
         con = db.connect(path, read_only=True)
     except duckdb.IOException as exc:  # WarehouseLocked names the holder and what to do
-        return {"exists": True, "error": str(exc)}
+        return {"exists": True, "error": f"{exc}: {DAMAGE_HINT}" if is_damage(str(exc)) else str(exc)}
     try:
         names = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
         counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0] for t in TABLES if t in names}

@@ -3,7 +3,11 @@ disks, damaged databases. Real DuckDB and SQLite files, the real CLI in processe
 
 - a ``snapshots/CURRENT`` holding bytes that are not UTF-8 stopped `doctor`, `materialize` and `up` with a
   UnicodeDecodeError traceback, though `status` sent the user to `doctor`;
-- a CURRENT naming a part's file (not a set's manifest) was "nothing to repair" for `doctor`, and not servable.
+- a CURRENT naming a part's file (not a set's manifest) was "nothing to repair" for `doctor`, and not servable;
+- a warehouse damaged on disk (a block overwritten, a file emptied) was "nothing to repair" for `doctor` while every
+  run failed on DuckDB's checksum error, and `export` blamed --out for a block it could not read;
+- a keys database damaged on disk gave tracebacks (`keys list`, `usage`, `serve`), and an emptied one answered "no
+  keys yet": every key lost without a word.
 """
 
 from __future__ import annotations
@@ -13,6 +17,9 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+import duckdb
+import pytest
 
 from tests.support.newsdata import Data, build, make_articles, make_events, republish
 from warehouse.published import POINTER, current_snapshot
@@ -56,3 +63,81 @@ def test_a_current_naming_a_part_is_repointed_at_the_newest_set(tmp_path: Path) 
     repair_snapshots(snapshots)
     assert current_snapshot(snapshots) == newest
     assert repair_snapshots(snapshots) == []
+
+
+def _damage_table(warehouse: Path, table: str) -> None:
+    """Overwrite bytes inside a block that holds ``table``'s data, as a disk's bad sector would."""
+    con = duckdb.connect(str(warehouse), read_only=True)
+    try:
+        (block,) = con.execute(f"SELECT min(block_id) FROM pragma_storage_info('{table}') WHERE block_id >= 0").fetchone()
+        (size,) = con.execute("SELECT block_size FROM pragma_database_size()").fetchone()
+    finally:
+        con.close()
+    assert block is not None
+    with open(warehouse, "r+b") as f:
+        f.seek(3 * 4096 + block * size + 64)  # three header pages, then the blocks
+        f.write(os.urandom(4096))
+
+
+def test_a_warehouse_damaged_on_disk_is_named_by_doctor_and_export(tmp_path: Path) -> None:
+    build(tmp_path, Data(make_articles(400, 4), make_events(4)))
+    warehouse = tmp_path / "warehouse.duckdb"
+    _damage_table(warehouse, "articles")
+    check = _run(tmp_path, "doctor", "--check", "--json")
+    assert check.returncode == 1, check.stderr
+    (line,) = json.loads(check.stdout)["damaged"]
+    assert "is damaged (table articles" in line and "move it aside" in line, line
+    plain = _run(tmp_path, "doctor")
+    assert plain.returncode == 1 and "cannot repair: the warehouse" in plain.stdout, plain.stdout + plain.stderr
+    out = tmp_path / "articles.csv"
+    export = _run(tmp_path, "export", "--table", "articles", "--out", str(out))
+    assert export.returncode == 1 and "Traceback" not in export.stderr
+    assert "from the warehouse" in export.stderr and "cryptowire doctor" in export.stderr, export.stderr
+    assert "--out" not in export.stderr and not out.exists()
+
+
+def test_an_emptied_warehouse_is_said_by_doctor_status_and_export(tmp_path: Path) -> None:
+    build(tmp_path, Data(make_articles(20, 2), make_events(2)))
+    (tmp_path / "warehouse.duckdb").write_bytes(b"")
+    doctor = _run(tmp_path, "doctor", "--check")
+    assert doctor.returncode == 1 and "does not open" in doctor.stdout, doctor.stdout + doctor.stderr
+    status = _run(tmp_path, "status")
+    assert "cryptowire doctor" in status.stdout + status.stderr and "Traceback" not in status.stderr
+    export = _run(tmp_path, "export", "--table", "articles", "--out", str(tmp_path / "a.parquet"))
+    assert export.returncode == 1 and "cannot open the warehouse" in export.stderr, export.stderr
+    assert "Traceback" not in export.stderr
+
+
+@pytest.fixture
+def keys_home(tmp_path: Path) -> Path:
+    for n in range(12):  # enough rows that a cut file loses pages SQLite needs
+        made = _run(tmp_path, "keys", "create", "--plan", "free", "--name", f"key-{n}")
+        assert made.returncode == 0, made.stderr
+    return tmp_path
+
+
+def test_a_damaged_keys_database_is_one_line_everywhere(keys_home: Path) -> None:
+    platform = keys_home / "platform.sqlite"
+    for extra in keys_home.glob("platform.sqlite-*"):
+        extra.unlink()  # the WAL was checkpointed at close; only the main file matters
+    with open(platform, "r+b") as f:
+        f.truncate(8192)
+    for args in (("keys", "list"), ("usage",), ("serve", "--port", "1")):
+        done = _run(keys_home, *args)
+        assert done.returncode == 1, (args, done.stderr)
+        assert "Traceback" not in done.stderr and "is damaged" in done.stderr, (args, done.stderr)
+    doctor = _run(keys_home, "doctor", "--check", "--json")
+    assert doctor.returncode == 1
+    assert any("platform database" in line for line in json.loads(doctor.stdout)["damaged"]), doctor.stdout
+
+
+def test_an_emptied_keys_database_is_not_taken_for_a_fresh_start(keys_home: Path) -> None:
+    platform = keys_home / "platform.sqlite"
+    for extra in keys_home.glob("platform.sqlite-*"):
+        extra.unlink()
+    platform.write_bytes(b"")
+    listed = _run(keys_home, "keys", "list")
+    assert listed.returncode == 1 and "is empty (0 bytes" in listed.stderr, listed.stdout + listed.stderr
+    assert platform.stat().st_size == 0  # nothing was written over it
+    doctor = _run(keys_home, "doctor", "--check")
+    assert doctor.returncode == 1 and "is empty (0 bytes" in doctor.stdout, doctor.stdout

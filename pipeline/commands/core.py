@@ -129,6 +129,22 @@ def disk_full(settings: Any, exc: BaseException) -> str | None:
             "one left")
 
 
+def _damage(settings: Any) -> list[str]:
+    """What doctor cannot repair: the warehouse or the SQLite keys database damaged on disk."""
+    from accounts.sqlite import platform_damage
+    from warehouse import db
+    from warehouse.integrity import warehouse_damage
+
+    found = []
+    try:
+        found.append(warehouse_damage(settings.warehouse_path))
+    except (db.WarehouseLocked, db.WarehouseLogCorrupt):
+        pass  # a run took the file since (checked next time), or a log `doctor` moves aside (said above)
+    if not settings.database_url:
+        found.append(platform_damage(settings.platform_db))
+    return [line for line in found if line]
+
+
 def run_materialize(feeds: Path | None, select: str | None, as_json: bool, wait_timeout: float | None = None,
                     emit: bool = True, rederive: bool = False) -> Any:
     """Run the selected assets and print the summary (JSON with ``as_json``; nothing when not ``emit``, unless the
@@ -231,7 +247,9 @@ def register(app: typer.Typer) -> None:
         and the pool slots they hold, unfinished snapshot files, snapshot parts no set references, a missing or
         dangling snapshots/CURRENT (a part damaged on disk makes its set incomplete), a warehouse log never
         checkpointed (replayed) or damaged (moved aside, kept), a killed model build's temp directory.
-        `cryptowire materialize` does the same before every run."""
+        `cryptowire materialize` does the same before every run. Then it reads the warehouse and the keys database
+        whole: damage no crash causes (a disk's bad blocks, a file cut short) cannot be repaired, and is said, with
+        what to do (exit 1)."""
         from pipeline.jobs import InstanceError
         from pipeline.jobs import doctor as run_doctor
         from warehouse.db import WarehouseTooNew
@@ -247,16 +265,19 @@ def register(app: typer.Typer) -> None:
             if full is None:
                 raise
             fail(full)
+        damaged = [] if skipped else _damage(settings)
         if as_json:
-            emit_json({"repairs": repairs, "fixed": not check, "skipped": skipped})
+            emit_json({"repairs": repairs, "fixed": not check, "skipped": skipped, "damaged": damaged})
         else:
             for line in repairs:
                 typer.echo(("needs repair: " if check else "repaired: ") + line)
             if skipped:
                 typer.echo(skipped)
-            if not repairs:
+            for line in damaged:
+                typer.echo(f"cannot repair: {line}")
+            if not repairs and not damaged:
                 typer.echo("nothing to repair")
-        if check and repairs:
+        if (check and repairs) or damaged:
             raise typer.Exit(1)
 
     @app.command()

@@ -100,11 +100,16 @@ def export_table(warehouse: Path, table: str, fmt: str, out: Path) -> int:
     import duckdb
 
     from warehouse import db
+    from warehouse.integrity import DAMAGE_HINT, is_damage
 
     try:
         con = db.connect(warehouse, read_only=True)
     except (db.WarehouseLocked, db.WarehouseLogCorrupt) as exc:
         raise RuntimeError(str(exc)) from exc
+    except duckdb.Error as exc:
+        if not is_damage(str(exc)):
+            raise
+        raise RuntimeError(f"cannot open the warehouse {warehouse} ({str(exc).splitlines()[0]}): {DAMAGE_HINT}") from None
     try:
         present = con.execute(
             "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [table]
@@ -135,8 +140,13 @@ def export_table(warehouse: Path, table: str, fmt: str, out: Path) -> int:
             try:
                 # USE_TMP_FILE false: the temporary exists (write_whole holds it); DuckDB would write a tmp_ beside it
                 con.execute(f"COPY (SELECT {select} FROM {table}) TO '{literal}' ({options}, USE_TMP_FILE false)")
-            except duckdb.IOException as exc:
-                raise RuntimeError(unwritable(out, exc)) from None
+            except duckdb.Error as exc:
+                if is_damage(str(exc)):  # the warehouse's block, not --out
+                    raise RuntimeError(f"cannot read {table} from the warehouse {warehouse} "
+                                       f"({str(exc).splitlines()[0]}): {DAMAGE_HINT}") from None
+                if isinstance(exc, duckdb.IOException):
+                    raise RuntimeError(unwritable(out, exc)) from None
+                raise
 
         write_whole(out, copy)
         return con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]
