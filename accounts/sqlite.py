@@ -171,7 +171,7 @@ def platform_damage(path: Path) -> str | None:
     return None if found == ["ok"] else _damaged(path, "; ".join(found[:3]))
 
 
-def _cannot_open(path: Path, exc: BaseException) -> str:
+def cannot_use(path: Path, exc: BaseException) -> str:
     """One line for a platform database that cannot be opened: what SQLite said, and what to do."""
     said = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
     if "malformed" in said or "not a database" in said:
@@ -206,7 +206,7 @@ class SqliteStore:
                 self._db.close()
                 raise
         except (sqlite3.Error, OSError) as exc:
-            raise StoreConfigError(_cannot_open(self.path, exc)) from exc
+            raise StoreConfigError(cannot_use(self.path, exc)) from exc
 
     def _wal(self) -> None:
         """Switch to WAL. Two processes creating the file at once can make this fail at once with "database is
@@ -297,8 +297,16 @@ class SqliteStore:
 
     # --- plans -------------------------------------------------------------------
     def sync_plans(self, plans: Iterable[Plan]) -> None:
-        """Record the plans in force (for reporting); the YAML file stays the source of truth."""
+        """Record the plans in force (for reporting); the YAML file stays the source of truth. Plans already
+        recorded as they are are not written again: commands that only read (``keys list``, ``usage``) work on a
+        data home they cannot write (a read-only or full disk)."""
         now = time.time()
+        plans = list(plans)
+        with self._locked():
+            stored = {row[0]: tuple(row) for row in self._db.execute(
+                "SELECT name, title, price_usd, cu_per_day, requests_per_second FROM plans").fetchall()}
+        if all(stored.get(p.name) == tuple(common.plan_row(p, now)[:5]) for p in plans):
+            return
         with self._locked(), self._tx() as db:
             for p in plans:
                 db.execute(

@@ -108,7 +108,30 @@ def open_instance(settings: Settings, write: bool = True) -> Any:
     cannot be reached: one connection attempt first, instead of Dagster's retries and traceback."""
     home = prepare_dagster_home(settings, write)
     probe_instance(home)
-    return dg.DagsterInstance.get()
+    try:
+        return dg.DagsterInstance.get()
+    except Exception as exc:
+        said = _storage_trouble(exc)
+        if said is None:
+            raise
+        raise InstanceError(
+            f"cannot open the Dagster instance under {home} ({said}): its disk may be full, read-only or failing; "
+            "free space on it or make it writable, and run again"
+        ) from exc
+
+
+def _storage_trouble(exc: BaseException) -> str | None:
+    """SQLite's or the OS's first words when the instance's files cannot be read or written, else None."""
+    import sqlite3
+
+    import sqlalchemy.exc
+
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc)
+    if isinstance(exc, sqlalchemy.exc.OperationalError | sqlite3.OperationalError):
+        orig = getattr(exc, "orig", None) or exc
+        return str(orig).strip().splitlines()[0]
+    return None
 
 
 def probe_instance(home: Path) -> None:

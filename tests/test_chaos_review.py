@@ -7,7 +7,9 @@ disks, damaged databases. Real DuckDB and SQLite files, the real CLI in processe
 - a warehouse damaged on disk (a block overwritten, a file emptied) was "nothing to repair" for `doctor` while every
   run failed on DuckDB's checksum error, and `export` blamed --out for a block it could not read;
 - a keys database damaged on disk gave tracebacks (`keys list`, `usage`, `serve`), and an emptied one answered "no
-  keys yet": every key lost without a word.
+  keys yet": every key lost without a word;
+- on a read-only data home `status` gave a traceback (and, with the Dagster instance unreadable, hid the tables),
+  `keys list` and `usage` failed writing the plans they had already recorded, `materialize` gave a traceback.
 """
 
 from __future__ import annotations
@@ -141,3 +143,32 @@ def test_an_emptied_keys_database_is_not_taken_for_a_fresh_start(keys_home: Path
     assert platform.stat().st_size == 0  # nothing was written over it
     doctor = _run(keys_home, "doctor", "--check")
     assert doctor.returncode == 1 and "is empty (0 bytes" in doctor.stdout, doctor.stdout
+
+
+def test_a_read_only_data_home_is_one_line_and_status_still_reads(tmp_path: Path) -> None:
+    """A data home whose file system went read-only (a disk remounted after errors): readers say what they can,
+    writers say why they cannot, none prints a traceback. Needs root, as mount does."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs (needs root): {made.stderr.strip()}")
+    try:
+        home = mnt / "home"
+        build(home, Data(make_articles(20, 2), make_events(2)))
+        assert _run(home, "keys", "create", "--plan", "free", "--name", "reader").returncode == 0
+        assert _run(home, "doctor").returncode == 0  # the Dagster instance exists
+        subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
+        status = _run(home, "status")
+        assert status.returncode == 1 and "Traceback" not in status.stderr, status.stderr
+        assert "tables:" in status.stdout and "runs: UNAVAILABLE, cannot open the Dagster instance" in status.stdout
+        for args in (("keys", "list"), ("usage",)):  # they only read: the plans already recorded are not rewritten
+            done = _run(home, *args)
+            assert done.returncode == 0 and "reader" in done.stdout, (args, done.stdout + done.stderr)
+        for args in (("materialize",), ("doctor", "--check"), ("keys", "create", "--plan", "free", "--name", "w")):
+            done = _run(home, *args)
+            assert done.returncode == 1 and "Traceback" not in done.stderr, (args, done.stderr)
+            (line,) = [x for x in done.stderr.splitlines() if x.startswith("error: ")]
+            assert "read-only" in line, (args, line)
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=True)

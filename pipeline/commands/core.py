@@ -102,6 +102,8 @@ def summary_document(summary: Any) -> dict[str, Any]:
 FULL = {errno.ENOSPC, errno.EDQUOT}  # no space left, over quota
 # SQLite's words for the same (Dagster's run and event storage under the data home): SQLITE_FULL, SQLITE_IOERR
 SQLITE_FULL = ("database or disk is full", "disk I/O error")
+READ_ONLY = {errno.EROFS, errno.EACCES, errno.EPERM}
+SQLITE_READ_ONLY = ("attempt to write a readonly database", "unable to open database file", "Read-only file system")
 
 
 def disk_full(settings: Any, exc: BaseException) -> str | None:
@@ -116,9 +118,16 @@ def disk_full(settings: Any, exc: BaseException) -> str | None:
         cause = cause.__cause__ or cause.__context__
     said = next((e for e in seen if isinstance(e, OSError) and e.errno in FULL), None)
     text = next((w for e in seen for w in (*SQLITE_FULL, "No space left on device") if w in str(e)), None)
-    if said is None and text is None:
-        return None
     home = settings.home.resolve()
+    if said is None and text is None:
+        denied = next((e for e in seen if isinstance(e, OSError) and e.errno in READ_ONLY), None)
+        words = next((w for e in seen for w in SQLITE_READ_ONLY if w in str(e)), None)
+        if denied is None and words is None:
+            return None
+        return (f"cannot write to the data home {home} ({denied.strerror if denied is not None else words}"
+                f"{f': {denied.filename}' if denied is not None and denied.filename else ''}): its file system is "
+                "read-only or the files are not this user's to write; make them writable (or set CRYPTOWIRE_HOME to "
+                "a data home you can write) and run again: that run repairs what this one left")
     reason = said.strerror if said is not None else text
     try:
         free = f"{shutil.disk_usage(home).free / 2**20:.1f} MiB free"
@@ -164,8 +173,8 @@ def run_materialize(feeds: Path | None, select: str | None, as_json: bool, wait_
     stop_on_sigterm()
     try:
         summary = do_materialize(settings, chosen, wait_timeout=wait_timeout, say=_say, rederive=rederive)
-    except user_errors() as exc:
-        fail(str(exc))
+    except user_errors() as exc:  # an instance that cannot open for want of room or rights: said as such
+        fail(disk_full(settings, exc) or str(exc))
     except KeyboardInterrupt:
         _stopped()
     except Exception as exc:  # a full disk under Dagster's SQLite storage raises out of the run itself
@@ -227,11 +236,12 @@ def register(app: typer.Typer) -> None:
         from pipeline.status import collect
 
         report = collect(_settings())
-        if report.get("runs_error"):  # the keys every --json error has, beside what could be shown
-            report = {**report, "error": report["runs_error"], "exitCode": 1}
         if as_json:
-            emit_json(report)
-        else:
+            if report.get("runs_error"):  # the keys every --json error has, beside what could be shown
+                emit_json({**report, "error": report["runs_error"], "exitCode": 1})
+            else:
+                emit_json(report)
+        else:  # (not "error": the text report reads that key as the warehouse's, and would hide its tables)
             from pipeline.status import render
 
             typer.echo(render(report))
@@ -259,7 +269,7 @@ def register(app: typer.Typer) -> None:
         try:
             repairs, skipped = run_doctor(settings, fix=not check)
         except (InstanceError, NewerFormat, WarehouseTooNew) as exc:  # a newer cryptowire's files: not damage
-            fail(str(exc))
+            fail(disk_full(settings, exc) or str(exc))
         except Exception as exc:  # as in run_materialize
             full = disk_full(settings, exc)
             if full is None:

@@ -36,12 +36,17 @@ def _settings() -> Any:
 @contextmanager
 def _store_errors() -> Iterator[None]:
     """The store's failures as one line: a bad or unreachable CRYPTOWIRE_DATABASE_URL, Postgres gone meanwhile."""
+    import sqlite3
+
+    from accounts.sqlite import cannot_use
     from accounts.store import StoreConfigError, StoreUnavailable
 
     try:
         yield
     except StoreConfigError as exc:
         fail(str(exc))
+    except sqlite3.Error as exc:  # the data home's keys database, once open: a full or read-only disk
+        fail(cannot_use(_settings().platform_db, exc))
     except StoreUnavailable as exc:
         fail(f"{exc}; check that Postgres is running and CRYPTOWIRE_DATABASE_URL points at it")
 
