@@ -11,7 +11,9 @@ from warehouse.config import Settings
 EAGER = dg.AutomationCondition.eager()
 # Eager, but on a change of the upstream's data version rather than on any new materialization: a poll that found
 # nothing new materializes raw_articles with the version it had, and must not re-run everything downstream (and
-# publish a new snapshot, which empties the API's page cache) every ten minutes. A change made by a run that also
+# publish a new snapshot, which empties the API's page cache) every ten minutes. raw_articles and articles give
+# their data versions; an asset that gives none has a new one at each materialization (Dagster's default, from the
+# run), so what follows it runs after each of its runs, as eager would. A change made by a run that also
 # ran the asset (`cryptowire materialize`) is handled by that run, as in eager.
 ON_CHANGE = EAGER.replace(
     "any_deps_updated",
@@ -29,7 +31,6 @@ RETRY_FAILED = (
     & ~dg.AutomationCondition.any_deps_in_progress()
 ).with_label("failed: again every ten minutes")
 ON_CHANGE = ON_CHANGE | RETRY_FAILED
-FOLLOW = EAGER | RETRY_FAILED
 # Runs the daemon starts are run again when their process dies (dagster.yaml). Whole: a run killed while its steps
 # waited for the writer pool has no failed step to resume from ("No steps needed to be retried"), and every asset
 # here is idempotent (a step that had finished finds nothing left to do).

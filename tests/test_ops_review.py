@@ -150,6 +150,48 @@ def test_a_poll_that_finds_nothing_new_does_not_run_what_follows(tmp_path: Path,
         instance.dispose()
 
 
+def test_an_articles_run_that_changed_nothing_does_not_run_what_follows(tmp_path: Path, built_models: Path,
+                                                                        monkeypatch) -> None:  # noqa: ANN001
+    """One step down from the test above (a Dagster review, s47): a run of `articles` that scored and tagged
+    nothing (the UI's "Materialize" on it, a retry) re-ran the sentiment buckets, stories, events and the snapshot,
+    publishing a new set. Now `articles` gives a data version its followers run on a change of."""
+    import dagster as dg
+
+    from tests.test_crash_recovery import _instance
+
+    home, feeds = one_feed_home(tmp_path, built_models)
+    feed = tmp_path / "one.xml"
+    for name, value in _env(home).items():
+        if name.startswith("CRYPTOWIRE_"):
+            monkeypatch.setenv(name, value)
+    from pipeline.definitions import defs
+
+    def run(select: str) -> None:
+        out = _cli(home, "materialize", "--select", select, "--feeds", str(feeds))
+        assert out.returncode == 0, out.stderr[-2000:]
+
+    followers = ("asset_sentiment", "stories", "prediction_events")
+    only = dg.AssetSelection.assets(*followers)
+    run("crypto_assets,asset_reference_prices,raw_articles,articles,asset_sentiment,stories,prediction_events")
+    instance = _instance(home)
+    try:
+        first = dg.evaluate_automation_conditions(defs=defs, instance=instance, asset_selection=only)
+        run("articles")  # nothing new to score or tag
+        quiet = dg.evaluate_automation_conditions(defs=defs, instance=instance, asset_selection=only,
+                                                  cursor=first.cursor)
+        requested = {a: quiet.get_num_requested(dg.AssetKey(a)) for a in followers}
+        assert not any(requested.values()), f"an articles run that changed nothing re-ran {requested}"
+        feed.write_text(rss(item("Bitcoin rises 2% as ETF inflows return", "https://one.example.com/1"),
+                            item("Solana fees fall after the upgrade", "https://one.example.com/9")))
+        run("raw_articles,articles")  # one new article scored
+        busy = dg.evaluate_automation_conditions(defs=defs, instance=instance, asset_selection=only,
+                                                 cursor=quiet.cursor)
+        requested = {a: busy.get_num_requested(dg.AssetKey(a)) for a in followers}
+        assert all(requested.values()), f"a new scored article did not run what follows articles: {requested}"
+    finally:
+        instance.dispose()
+
+
 def test_a_step_that_failed_is_tried_again_at_the_next_tick(tmp_path: Path, built_models: Path, monkeypatch) -> None:  # noqa: ANN001
     """A downstream run that failed (an analyst held the warehouse) was never run again: the poll had changed
     nothing more, so the API served the snapshot from before until the feeds changed (an operator's review)."""

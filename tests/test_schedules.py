@@ -38,4 +38,5 @@ def test_the_ui_names_what_each_automation_does() -> None:
     labels = {key.to_user_string(): [c.get_label() for c in (graph.get(key).automation_condition.children or [])]
               for key in graph.get_all_asset_keys() if graph.get(key).automation_condition is not None}
     assert labels["articles"][0] == "eager, on a change of upstream data", labels
-    assert "failed: again every ten minutes" in labels["articles"] and labels["stories"][0] == "eager"
+    assert "failed: again every ten minutes" in labels["articles"]
+    assert labels["stories"][0] == labels["serving_snapshot"][0] == "eager, on a change of upstream data", labels

@@ -49,6 +49,7 @@ def articles(context: dg.AssetExecutionContext, warehouse: WarehouseResource) ->
     with warehouse.connect() as con:
         report = enrich_articles(con, model, article_text, tagger)
         rows = con.execute("SELECT sentiment, count(*) FROM articles GROUP BY ALL ORDER BY 1").fetchall()
+        version = con.execute(VERSION_SQL).fetchall()[0]
     crash_point("articles:committed")
     context.log.info(f"scored {report.scored}, tagged {report.tagged} (model {report.model_version})")
     return dg.MaterializeResult(
@@ -61,5 +62,17 @@ def articles(context: dg.AssetExecutionContext, warehouse: WarehouseResource) ->
             "tagger_version": report.tagger_version,
             "rows": sum(n for _, n in rows),
             "by_sentiment": dg.MetadataValue.json({str(k): n for k, n in rows}),
-        }
+        },
+        # The same version when nothing was scored, tagged, added or removed: what follows runs on a change of it
+        # (pipeline.automation.ON_CHANGE), not after every run of this asset (a new snapshot empties the API's
+        # page cache).
+        data_version=dg.DataVersion(":".join(str(v) for v in version)),
     )
+
+
+# What any change of the articles moves: their count, the newest score and tags, the ticker rows and their scores.
+VERSION_SQL = """
+SELECT count(*), max(enriched_at), max(tagged_at),
+       (SELECT count(*) FROM article_tickers), (SELECT count(sentiment) FROM article_tickers)
+FROM articles
+"""

@@ -5,7 +5,7 @@ import dagster as dg
 
 from pipeline.assets.enrich import articles
 from pipeline.assets.ingest import POOL
-from pipeline.automation import FOLLOW, FULL_DERIVATION_TAG, WHEN_MISSING
+from pipeline.automation import FULL_DERIVATION_TAG, ON_CHANGE, WHEN_MISSING
 from pipeline.resources import WarehouseResource
 from warehouse.crashpoints import crash_point
 
@@ -85,7 +85,7 @@ def asset_reference_prices(context: dg.AssetExecutionContext, warehouse: Warehou
     pool=POOL,
     deps=[articles, asset_reference_prices],
     kinds={"duckdb"},
-    automation_condition=FOLLOW,
+    automation_condition=ON_CHANGE,
     description="Resolvable binary (Yes/No) prediction events derived from the news, with stable pevt_ ids.",
 )
 def prediction_events(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:

@@ -5,7 +5,7 @@ import dagster as dg
 
 from pipeline.assets.enrich import articles
 from pipeline.assets.ingest import POOL
-from pipeline.automation import FOLLOW
+from pipeline.automation import ON_CHANGE
 from pipeline.resources import WarehouseResource
 
 
@@ -14,7 +14,7 @@ from pipeline.resources import WarehouseResource
     pool=POOL,
     deps=[articles],
     kinds={"duckdb"},
-    automation_condition=FOLLOW,
+    automation_condition=ON_CHANGE,
     description="Per ticker, per hour and per day: articles mentioning it, positive / neutral / negative counts and "
     "the mean sentiment_score (articles with an inferred date are left out). Incremental: only the buckets touched "
     "by new, changed or re-dated articles are recomputed.",

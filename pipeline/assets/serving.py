@@ -10,7 +10,7 @@ from pipeline.assets.events import prediction_events
 from pipeline.assets.ingest import POOL
 from pipeline.assets.sentiment import asset_sentiment
 from pipeline.assets.stories import stories
-from pipeline.automation import FOLLOW
+from pipeline.automation import ON_CHANGE
 from pipeline.resources import SnapshotsResource, WarehouseResource
 
 
@@ -19,7 +19,7 @@ from pipeline.resources import SnapshotsResource, WarehouseResource
     pool=POOL,
     deps=[articles, prediction_events, asset_sentiment, stories],
     kinds={"duckdb"},
-    automation_condition=FOLLOW,
+    automation_condition=ON_CHANGE,
     description="A new set of DuckDB part files with the curated tables in serving order (closed periods reused "
     "when unchanged, a small head rebuilt), published atomically; the API switches to it between requests. The "
     "newest few are kept.",

@@ -4,7 +4,7 @@ import dagster as dg
 
 from pipeline.assets.enrich import articles
 from pipeline.assets.ingest import POOL
-from pipeline.automation import FOLLOW
+from pipeline.automation import ON_CHANGE
 from pipeline.resources import WarehouseResource
 
 
@@ -13,7 +13,7 @@ from pipeline.resources import WarehouseResource
     pool=POOL,
     deps=[articles],
     kinds={"duckdb"},
-    automation_condition=FOLLOW,
+    automation_condition=ON_CHANGE,
     description="Articles from different sources (and re-posts within one) that report the same news within 48 h, "
     "grouped into stories (`stories`, `story_articles`; embeddings kept in `article_embeddings`). Incremental: "
     "only new articles are embedded and compared, with the stories of the window around them. The warehouse is "
