@@ -242,23 +242,27 @@ def _warehouse(settings: Settings, published: Published | None = None, serving: 
     return found if behind is None else {**found, "behind": behind}
 
 
-def _run_events(instance: Any, run_id: str) -> tuple[set[str], set[str]]:
-    """In one run: the assets it materialized and the steps that failed."""
+def _run_events(instance: Any, run_id: str) -> tuple[set[str], dict[str, str]]:
+    """In one run: the assets it materialized, and the steps that failed with their error's root cause (the
+    exception our code raised, as the run's summary gives it)."""
     from dagster import DagsterEventType
 
+    from pipeline.jobs import _root_cause
+
     materialized: set[str] = set()
-    failed: set[str] = set()
+    failed: dict[str, str] = {}
     kinds = {DagsterEventType.ASSET_MATERIALIZATION, DagsterEventType.STEP_FAILURE}
     for entry in instance.all_logs(run_id, of_type=kinds):
         event = entry.dagster_event
         if event.event_type == DagsterEventType.STEP_FAILURE:
-            failed.add(event.step_key or "")
+            error = getattr(event.event_specific_data, "error", None)
+            failed[event.step_key or ""] = _root_cause(error)
         elif event.asset_key is not None:
             materialized.add(event.asset_key.to_user_string())
     return materialized, failed
 
 
-def _asset_outcome(run: Any, events: tuple[set[str], set[str]], asset: str, step: str, dead: bool) -> str:
+def _asset_outcome(run: Any, events: tuple[set[str], dict[str, str]], asset: str, step: str, dead: bool) -> str:
     """The asset's own outcome in its last run, whatever the whole run's status (a failed run can have
     materialized some assets and never attempted others; a run whose process died never finishes them)."""
     materialized, failed = events
@@ -313,7 +317,7 @@ def _runs(settings: Settings) -> dict[str, Any]:
         return {**nothing, "runs_error": str(exc)}
     unfinished = {r.run_id: r for r in in_progress(instance)}
     assets = []
-    by_run: dict[str, tuple[set[str], set[str]]] = {}  # one event-log read per run, shared by its assets
+    by_run: dict[str, tuple[set[str], dict[str, str]]] = {}  # one event-log read per run, shared by its assets
     for asset in ALL_ASSETS:
         name = asset.key.to_user_string()
         mat = instance.get_latest_materialization_event(asset.key)
@@ -327,6 +331,8 @@ def _runs(settings: Settings) -> dict[str, Any]:
             dead = proc is not None and not proc.alive
             outcome = _asset_outcome(run, by_run[run.run_id], name, asset.node_def.name, dead)
             last_run = {"run_id": run.run_id, "outcome": outcome, "status": run.status.value, "process_gone": dead}
+            if outcome == "failed":
+                last_run["error"] = by_run[run.run_id][1].get(asset.node_def.name, "")
         assets.append(
             {"asset": name, "last_materialized": iso_utc(mat.timestamp if mat else None), "last_run": last_run}
         )
@@ -537,6 +543,9 @@ def render(report: dict[str, Any]) -> str:
             outcome, whole = (run["outcome"], f"{run['run_id'][:8]} {run['status']}") if run else ("-", "-")
             whole += " (process gone)" if run and run["process_gone"] else ""
             lines.append(f"  {a['asset']:<{w}} {_shown(a['last_materialized']):<24} {outcome:<16} {whole}")
+            if run and run.get("error"):
+                why = " ".join(run["error"].split())
+                lines.append(f"  {'':<{w}} why: {why if len(why) <= 300 else why[:299] + '…'}")
     if report.get("runs_in_progress"):
         lines.append("runs not finished:")
         for r in report["runs_in_progress"]:

@@ -37,6 +37,20 @@ def test_a_failed_run_under_json_names_the_error_and_the_exit_code(tmp_path: Pat
     assert doc["error"].startswith("the run failed: raw_articles"), doc["error"]
 
 
+def test_status_says_why_an_asset_failed(tmp_path: Path) -> None:
+    """`status` listed a failed asset with its run's id and nothing on why (a Dagster review, s47): the cause is
+    the error the run's summary gave, under the asset, and `last_run.error` under --json."""
+    home = tmp_path / "home"
+    out = _cli(home, "materialize", "--select", "raw_articles", "--feeds", str(_all_bad_feeds(tmp_path)))
+    assert out.returncode == 1, out.stderr[-2000:]
+    text = _cli(home, "status").stdout
+    (why,) = [line.strip() for line in text.splitlines() if line.strip().startswith("why: ")]
+    assert "AllFeedsFailed" in why and "missing.xml" in why, text
+    doc = json.loads(_cli(home, "status", "--json").stdout)
+    (raw,) = [a for a in doc["assets"] if a["asset"] == "raw_articles"]
+    assert raw["last_run"]["outcome"] == "failed" and "AllFeedsFailed" in raw["last_run"]["error"], raw
+
+
 @pytest.mark.parametrize("serve", [True, False], ids=["serving", "no-serve"])
 def test_up_json_prints_one_document_when_the_run_fails(tmp_path: Path, serve: bool) -> None:
     args = ("up", "--json", "--feeds", str(_all_bad_feeds(tmp_path)), *(() if serve else ("--no-serve",)))
