@@ -63,6 +63,8 @@ def test_relative_paths_follow_the_yaml_not_the_working_directory(
         ("- a\n- b", "top-level `feeds:` list"),
         ("feeds: {name: A}", "must be a list"),
         ("feeds: []", "`feeds:` is empty"),
+        # a run fetched nothing and succeeded (a Dagster review, s47)
+        ("feeds:\n  - {name: A, url: https://a.com/rss, enabled: false}", "every feed is disabled"),
         ("feeds:\n  - just a string", "entry 1: must be a mapping"),
         ("feeds:\n  - {url: https://a.com/rss}", "entry 1: `name` is missing"),
         ("feeds:\n  - {name: A}", "entry 1 ('A'): `url` is missing"),

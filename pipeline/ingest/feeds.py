@@ -219,4 +219,7 @@ def load_feeds(path: Path) -> list[Feed]:
         feeds.append(
             Feed(name=name, url=resolved, enabled=enabled, language=language.strip() if language else None)
         )
+    if not any(f.enabled for f in feeds):  # a run would fetch nothing and report success, as if the feeds had
+        raise FeedsFileError(path, f"every feed is disabled (`enabled: false` on all {len(feeds)}): enable at least "
+                             "one; to stop polling, turn the `poll_feeds` schedule off instead")
     return feeds
