@@ -14,19 +14,27 @@ UP_KEY_NAME = "cryptowire up"
 QUERY = "query CryptoNews($after: String, $first: Int) { cryptoNews(after: $after, first: $first) { pageInfo { hasNextPage endCursor } edges { node { title sentiment tickers topics sourceName newsUrl } } } }"
 
 
+def cannot_listen(host: str, port: int) -> str | None:
+    """Why nothing could listen on ``host:port`` now (``Address already in use``), or None."""
+    import socket
+
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn and Dagster's webserver bind
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return None
+
+
 def port_in_use(settings: Settings) -> str | None:
     """Why the API could not listen where settings say, or None. `up` asks before it materializes and before it
     revokes the previous `up` key: a server still running there would keep serving with that key revoked."""
-    import socket
-
-    with socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
-        try:
-            sock.bind((settings.host, settings.port))
-        except OSError as exc:
-            return (f"cannot listen on {settings.host}:{settings.port} ({exc.strerror}): is another `cryptowire up` "
-                    "or `serve` still running there? Stop it, or set CRYPTOWIRE_PORT to a free port")
-    return None
+    why = cannot_listen(settings.host, settings.port)
+    if why is None:
+        return None
+    return (f"cannot listen on {settings.host}:{settings.port} ({why}): is another `cryptowire up` or `serve` still "
+            "running there? Stop it, or set CRYPTOWIRE_PORT to a free port")
 
 
 def local_key(settings: Settings) -> str:

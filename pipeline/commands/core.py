@@ -333,10 +333,13 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def dev(
         host: str = typer.Option("127.0.0.1", help="Address the Dagster UI binds."),
-        port: int = typer.Option(3000, help="Port the Dagster UI binds (another one when 3000 is taken)."),
+        port: int = typer.Option(3000, help="Port the Dagster UI binds (refused when taken)."),
     ) -> None:
         """Open the Dagster UI (`dagster dev`: the UI and a daemon) on this code location, with DAGSTER_HOME under
         the data home."""
+        # Asked first: `dagster dev` on a taken port keeps its daemon running beside the first one's, two daemons
+        # on one instance, and does not exit.
+        _port_free(host, port, "another `cryptowire dev` or `webserver`")
         # `dev_command` is what we mean on one machine; Dagster's notice that it is superseded is noise here.
         run_dagster(["dagster", "dev", "-h", host, "-p", str(port)], quiet="ignore:Function `dev_command` is superseded")
 
@@ -347,12 +350,22 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """The Dagster UI alone (`dagster-webserver`), for a deployment whose daemon runs elsewhere: with
         CRYPTOWIRE_DATABASE_URL set, every machine's webserver and daemon share one instance (deploy/)."""
+        _port_free(host, port, "another `cryptowire webserver` or `dev`")
         run_dagster(["dagster-webserver", "-h", host, "-p", str(port)])
 
     @app.command()
     def daemon() -> None:
         """The Dagster daemon alone (`dagster-daemon run`): schedules, sensors, run queue and run monitoring."""
         run_dagster(["dagster-daemon", "run"])
+
+
+def _port_free(host: str, port: int, who: str) -> None:
+    from pipeline.up import cannot_listen
+
+    why = cannot_listen(host, port)
+    if why is not None:
+        fail(f"cannot listen on {host}:{port} ({why}): is {who} running there? Use its UI, stop it, or pass "
+             "--port with a free port")
 
 
 def run_dagster(argv: list[str], quiet: str | None = None) -> NoReturn:
