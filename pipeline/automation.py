@@ -124,7 +124,8 @@ ARTICLE_DAYS = dg.DailyPartitionsDefinition(start_date="2009-01-03", timezone="U
 def score_days_on_workers(context: dg.OpExecutionContext) -> dg.Output[None]:
     from datetime import timedelta
 
-    from pipeline.backfill import WorkersIdle, run_backfill
+    from pipeline.backfill import BackfillTimeout, RedisUnreachable, WorkersIdle, run_backfill
+    from pipeline.runlock import WaitTimeout
     from warehouse.config import get_settings
 
     window = context.partition_time_window
@@ -135,8 +136,8 @@ def score_days_on_workers(context: dg.OpExecutionContext) -> dg.Output[None]:
         # max_concurrent_runs and keep `poll_feeds` queued, stopping ingestion.
         report = run_backfill(settings, since, until, say=context.log.info,
                               idle_timeout=settings.worker_wait_seconds)
-    except WorkersIdle as exc:
-        raise dg.Failure(str(exc)) from None
+    except (WorkersIdle, BackfillTimeout, RedisUnreachable, WaitTimeout, ValueError) as exc:
+        raise dg.Failure(str(exc)) from exc  # the UI shows the text, not "Error occurred while executing op"
     if not report.ok:
         failed = [f"{p.day}: {p.error}" for p in report.partitions if p.status != "merged"]
         raise dg.Failure(f"partitions not merged: {'; '.join(failed)}")

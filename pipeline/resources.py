@@ -34,7 +34,11 @@ class WarehouseResource(dg.ConfigurableResource):
 
     @contextmanager
     def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        con = db.connect(Path(self.path))
+        try:
+            con = db.connect(Path(self.path))
+        except (db.WarehouseLocked, db.WarehouseLogCorrupt, db.WarehouseTooNew) as exc:
+            # the UI shows a Failure's text as the step's error, not "Error occurred while executing op"
+            raise dg.Failure(description=str(exc)) from exc
         try:
             yield con
         finally:

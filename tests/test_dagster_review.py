@@ -1,7 +1,9 @@
 """From a data engineer's review of the Dagster side (s47): the UI and the CLI on one data home.
 
 - a second `cryptowire dev` on a port already taken printed "address already in use", yet kept its daemon running
-  beside the first one's (two daemons on one instance) and never exited.
+  beside the first one's (two daemons on one instance) and never exited;
+- a broken feeds file, a warehouse held by another process: the UI said only `Error occurred while executing op
+  "raw_articles"`, the text that says what to do was in the error's cause.
 """
 
 from __future__ import annotations
@@ -33,3 +35,25 @@ def test_a_taken_port_is_refused_before_dagster_starts(tmp_path: Path, command: 
     assert f"cannot listen on 127.0.0.1:{port}" in done.stderr and "--port" in done.stderr, done.stderr
     assert "DAGSTER_HOME=" not in done.stdout  # refused before Dagster was started
     assert time.monotonic() - started < 60
+
+
+def test_a_broken_feeds_file_is_the_steps_own_error_in_the_ui(tmp_path: Path) -> None:
+    import dagster as dg
+
+    from pipeline.assets.ingest import raw_articles
+    from pipeline.definitions import resources
+    from pipeline.jobs import _root_cause
+    from warehouse.config import Settings
+
+    feeds = tmp_path / "feeds.yaml"
+    feeds.write_text("feeds: [\n")
+    settings = Settings(home=tmp_path / "home", feeds_file=feeds)
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = dg.materialize([raw_articles], resources=resources(settings), instance=instance,
+                                raise_on_error=False)
+        (failure,) = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    error = failure.step_failure_data.error
+    # what the UI shows first: the error's own message, not Dagster's wrapper
+    assert "feeds file" in error.message and "not valid YAML" in error.message, error.message
+    assert "Error occurred while executing" not in error.message
+    assert _root_cause(error).startswith("FeedsFileError: feeds file"), _root_cause(error)  # the CLI's summary

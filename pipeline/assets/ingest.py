@@ -24,9 +24,13 @@ def raw_articles(
     context: dg.AssetExecutionContext, warehouse: WarehouseResource, feeds: FeedsResource
 ) -> dg.MaterializeResult:
     from pipeline.ingest import AllFeedsFailed, load_feeds
+    from pipeline.ingest.feeds import FeedsFileError
     from pipeline.ingest.run import ingest_feeds
 
-    sources = [f for f in load_feeds(Path(feeds.feeds_file)) if f.enabled]
+    try:
+        sources = [f for f in load_feeds(Path(feeds.feeds_file)) if f.enabled]
+    except FeedsFileError as exc:  # as AllFeedsFailed: the UI shows the text, the summary the cause
+        raise dg.Failure(description=str(exc)) from exc
     try:  # the warehouse is open before and after the downloads, not during: analysts can read it meanwhile
         report = ingest_feeds(warehouse.connect, sources, get_settings(), run_id=context.run.run_id)
     except AllFeedsFailed as exc:
