@@ -192,6 +192,8 @@ def schedules(settings: Settings) -> list[dg.ScheduleDefinition]:
             tags=RETRY_TAGS,
             execution_timezone="UTC",
             default_status=dg.DefaultScheduleStatus.RUNNING,
+            description="Every day at 03:17 UTC, the `maintenance` job: prune old snapshots, the feed fetch log "
+            "and finished runs' history.",
         ),
     ]
 

@@ -354,8 +354,13 @@ def _runs(settings: Settings) -> dict[str, Any]:
             at = iso_utc(event.timestamp if event else None)  # the evaluation's time, not the run's planning
             # a check skipped by the asset's later runs still shows its old result: say it is older than the data
             stale = bool(at and materialized_at.get(asset) and at < materialized_at[asset])
-            checks.append({"asset": asset, "check": check_key.name, "passed": passed, "evaluated_at": at,
-                           "stale": stale})
+            found = {"asset": asset, "check": check_key.name, "passed": passed, "evaluated_at": at, "stale": stale,
+                     "blocking": any(s.key == check_key and s.blocking for s in definition.check_specs)}
+            meta = getattr(data, "metadata", None) or {}
+            if passed is False and "violations" in meta:  # what the check found: how many rows, and a few of them
+                found["violations"] = getattr(meta["violations"], "value", meta["violations"])
+                found["sample"] = getattr(meta.get("sample"), "value", None)
+            checks.append(found)
     runs = [
         {"run_id": r.run_id, "status": r.status, "pid": r.pid, "host": r.host, "since": r.since, "alive": r.alive,
          "why": _not_started(instance, r.since) if r.status == NOT_STARTED else r.reason}
@@ -522,7 +527,13 @@ def render(report: dict[str, Any]) -> str:
             marks = ", ".join(f"{t} {m[:19]}" for t, m in (serving.get("watermarks") or {}).items()
                               if m and not m.startswith("0001-"))  # 0001-01-01: the table is empty
             lines.append(f"  serves {what}" + (f"; newest change per table: {marks}" if marks else ""))
-        if serving.get("lag"):
+        blocked = [c for c in report.get("checks") or [] if c.get("blocking") and c["passed"] is False
+                   and not c["stale"]]
+        if serving.get("lag") and blocked:  # a run would fail on the same rows: say what to fix instead
+            names = ", ".join(f"{c['asset']}.{c['check']}" for c in blocked)
+            lines.append(f"  BEHIND, and BLOCKED: the blocking check {names} failed, so no run publishes a snapshot "
+                         "until the rows it names (below) are fixed; then run `cryptowire materialize`")
+        elif serving.get("lag"):
             lines.append(f"  BEHIND: {serving['lag']}")
             if any(r["alive"] and r["status"] != NOT_STARTED for r in report.get("runs_in_progress") or []):
                 lines.append("  (a run is in progress, listed below: it publishes when it finishes, unless "
@@ -558,11 +569,13 @@ def render(report: dict[str, Any]) -> str:
         passed = sum(c["passed"] is True for c in report["checks"])
         failed = [c for c in report["checks"] if c["passed"] is False]
         lines.append(f"checks (last evaluation of each): {passed} passed, {len(failed)} failed")
-        lines += [
-            f"  FAILED {c['asset']}.{c['check']} (evaluated {_shown(c['evaluated_at'])}"
-            + (", before the asset's last materialization: stale)" if c["stale"] else ")")
-            for c in failed
-        ]
+        for c in failed:
+            lines.append(f"  FAILED {c['asset']}.{c['check']}{' (blocking)' if c.get('blocking') else ''} (evaluated "
+                         f"{_shown(c['evaluated_at'])}"
+                         + (", before the asset's last materialization: stale)" if c["stale"] else ")"))
+            if c.get("violations") is not None:
+                sample = "; ".join(" ".join(row) if isinstance(row, list) else str(row) for row in (c["sample"] or [])[:3])
+                lines.append(f"    {c['violations']} row(s)" + (f", e.g. {sample[:200]}" if sample else ""))
         stale = sum(c["stale"] for c in report["checks"])
         if stale:
             lines.append(f"  {stale} of these results predate their asset's last materialization "

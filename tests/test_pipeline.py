@@ -172,6 +172,10 @@ def test_materialize_sample_end_to_end_and_again(isolated_home: Path) -> None:
     assert result.exit_code == 1 and "a blocking check failed (prediction_events.id_format)" in doc["error"], doc
     assert [(c["check"], c["passed"]) for c in doc["checks"] if c["check"] == "id_format"] == [("id_format", False)]
     assert (isolated_home / "snapshots" / "CURRENT").read_text() == current
+    # status named the check but not the rows, and advised the run that fails again (a Dagster review, s47)
+    text = runner.invoke(app, ["status"]).output
+    assert "FAILED prediction_events.id_format (blocking)" in text and "1 row(s), e.g. not-an-id" in text, text
+    assert "BLOCKED: the blocking check prediction_events.id_format failed" in text, text
 
 
 def test_materialize_rejects_unknown_asset(isolated_home: Path) -> None:
