@@ -367,7 +367,24 @@ def _runs(settings: Settings) -> dict[str, Any]:
         for r in unfinished.values()
     ]
     return {"assets": assets, "checks": checks, "runs_in_progress": runs, **_queued(instance),
-            **_instance_note(settings)}
+            "automation_stopped": _stopped_automation(instance), **_instance_note(settings)}
+
+
+# What stops when each schedule or sensor is turned off in the UI (each runs by default).
+AUTOMATION = {
+    "poll_feeds": "the feeds are not polled",
+    "follow_upstream": "nothing after a poll runs by itself (articles, events, stories, the snapshot)",
+    "recover_dead_runs": "dead runs hold the writer pool until the next `cryptowire materialize` or `doctor`",
+    "daily_maintenance": "old snapshots, the feed fetch log and run history are not pruned",
+}
+
+
+def _stopped_automation(instance: Any) -> list[str]:
+    """The project's schedules and sensors someone turned off (the UI stores that; each runs by default)."""
+    from dagster._core.scheduler.instigation import InstigatorStatus
+
+    states = instance.all_instigator_state(instigator_statuses={InstigatorStatus.STOPPED})
+    return sorted({s.instigator_name for s in states} & set(AUTOMATION))
 
 
 def _not_started(instance: Any, since: str | None) -> str:
@@ -565,6 +582,9 @@ def render(report: dict[str, Any]) -> str:
         if any(not r["alive"] and r["status"] != NOT_STARTED for r in report["runs_in_progress"]):
             lines.append("  the next `cryptowire materialize` repairs dead runs by itself; `cryptowire doctor` does it now")
     lines += _queue_lines(report)
+    for name in report.get("automation_stopped") or []:
+        lines.append(f"automation: {name} is STOPPED (turned off in the Dagster UI or its CLI): {AUTOMATION[name]}; "
+                     "turn it on in the UI's Automation page to resume")
     if report.get("checks"):
         passed = sum(c["passed"] is True for c in report["checks"])
         failed = [c for c in report["checks"] if c["passed"] is False]

@@ -3,7 +3,8 @@
 - a second `cryptowire dev` on a port already taken printed "address already in use", yet kept its daemon running
   beside the first one's (two daemons on one instance) and never exited;
 - a broken feeds file, a warehouse held by another process: the UI said only `Error occurred while executing op
-  "raw_articles"`, the text that says what to do was in the error's cause.
+  "raw_articles"`, the text that says what to do was in the error's cause;
+- `status` said nothing of a schedule or sensor turned off in the UI: polls had stopped, and nothing said so.
 """
 
 from __future__ import annotations
@@ -57,3 +58,27 @@ def test_a_broken_feeds_file_is_the_steps_own_error_in_the_ui(tmp_path: Path) ->
     assert "feeds file" in error.message and "not valid YAML" in error.message, error.message
     assert "Error occurred while executing" not in error.message
     assert _root_cause(error).startswith("FeedsFileError: feeds file"), _root_cause(error)  # the CLI's summary
+
+
+def test_status_names_the_schedules_and_sensors_turned_off(tmp_path: Path) -> None:
+    import json
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CRYPTOWIRE_", "DAGSTER_"))}
+    env["CRYPTOWIRE_HOME"] = str(tmp_path / "home")
+    made = subprocess.run([CLI, "materialize", "--select", "crypto_assets"], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert made.returncode == 0, made.stderr
+    dagster_home = tmp_path / "home" / "dagster"
+    before = subprocess.run([CLI, "status"], env=env, capture_output=True, text=True, timeout=120).stdout
+    assert "STOPPED" not in before
+    for kind, name in (("schedule", "poll_feeds"), ("sensor", "follow_upstream")):  # as the UI's toggle does
+        stopped = subprocess.run([str(Path(sys.executable).parent / "dagster"), kind, "stop", name, "-m",
+                                  "pipeline.definitions"], env={**env, "DAGSTER_HOME": str(dagster_home)},
+                                 cwd=dagster_home, capture_output=True, text=True, timeout=300)
+        assert stopped.returncode == 0, stopped.stderr[-2000:]
+    text = subprocess.run([CLI, "status"], env=env, capture_output=True, text=True, timeout=120).stdout
+    assert "automation: poll_feeds is STOPPED" in text and "the feeds are not polled" in text, text
+    assert "automation: follow_upstream is STOPPED" in text, text
+    doc = json.loads(subprocess.run([CLI, "status", "--json"], env=env, capture_output=True, text=True,
+                                    timeout=120).stdout)
+    assert doc["automation_stopped"] == ["follow_upstream", "poll_feeds"], doc["automation_stopped"]
