@@ -272,6 +272,10 @@ def materialize(
             raise UnknownAssets(f"unknown asset(s) {', '.join(unknown)}: choose from {', '.join(sorted(names))}")
         selection = dg.AssetSelection.assets(*select)
     tags = process_tags()
+    # What the run was asked, for whoever finds it in the UI (a CLI run is Dagster's `__ephemeral_asset_job__`).
+    tags["cryptowire/command"] = "materialize"
+    tags["cryptowire/select"] = ",".join(select) if select else "all"
+    tags["cryptowire/feeds_file"] = str(settings.feeds_file)
     if rederive:
         from pipeline.automation import FULL_DERIVATION_TAG
 

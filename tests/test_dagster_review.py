@@ -4,7 +4,8 @@
   beside the first one's (two daemons on one instance) and never exited;
 - a broken feeds file, a warehouse held by another process: the UI said only `Error occurred while executing op
   "raw_articles"`, the text that says what to do was in the error's cause;
-- `status` said nothing of a schedule or sensor turned off in the UI: polls had stopped, and nothing said so.
+- `status` said nothing of a schedule or sensor turned off in the UI: polls had stopped, and nothing said so;
+- a run of `cryptowire materialize` showed in the UI with no word of what it was asked (selection, feeds file).
 """
 
 from __future__ import annotations
@@ -68,6 +69,15 @@ def test_status_names_the_schedules_and_sensors_turned_off(tmp_path: Path) -> No
     made = subprocess.run([CLI, "materialize", "--select", "crypto_assets"], env=env, capture_output=True, text=True,
                           timeout=300)
     assert made.returncode == 0, made.stderr
+    from tests.test_crash_recovery import _instance
+
+    instance = _instance(tmp_path / "home")
+    try:  # a CLI run says in the UI what it was asked (it is Dagster's __ephemeral_asset_job__ there)
+        (run,) = instance.get_runs()
+        assert run.tags["cryptowire/command"] == "materialize" and run.tags["cryptowire/select"] == "crypto_assets"
+        assert run.tags["cryptowire/feeds_file"].endswith(".yaml"), run.tags
+    finally:
+        instance.dispose()
     dagster_home = tmp_path / "home" / "dagster"
     before = subprocess.run([CLI, "status"], env=env, capture_output=True, text=True, timeout=120).stdout
     assert "STOPPED" not in before
