@@ -224,6 +224,11 @@ def test_a_set_of_a_newer_format_is_refused_never_rolled_back(data_home: Path) -
     serving = json.loads(got.stdout)["serving"]
     assert serving["current"] == second.name and serving["problem"] == said and serving["newer"], serving
     assert "doctor" not in _run(data_home, "status").stdout.split("serving snapshot:")[1].splitlines()[0]
+    # and so do the snapshot's readers (they called its manifest damaged and sent the user to doctor: s47)
+    for args in (["sql", "--snapshot", "SELECT count(*) FROM news"], ["plot", "sentiment", "--ticker", "BTC",
+                                                                        "--out", str(data_home / "c.png")]):
+        got = _run(data_home, *args)
+        assert got.returncode == 1 and _one_error_line(got.stderr) == f"error: {said}", (args, got.stderr[-2000:])
 
     # a scheduled run's publish (no repair before it) does not publish over it either
     from warehouse.parts import NewerFormat

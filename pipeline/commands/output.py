@@ -152,10 +152,14 @@ def open_latest_snapshot(snapshots_dir: Path) -> tuple[Any, Path]:
              "points it at the newest complete snapshot if there is one, or `cryptowire materialize`")
     if not path.is_file():
         fail(f"{pointer} names {path.name}, which does not exist: {DOCTOR}")
+    from warehouse.parts import NewerFormat
+
     try:
         return connect_snapshot(path), path
     except duckdb.Error as exc:
         fail(unreadable_snapshot(path, exc, "open"))
+    except NewerFormat as exc:  # a newer cryptowire wrote it: nothing is damaged, and doctor would not "repair" it
+        fail(str(exc))
     except (OSError, ValueError, KeyError, TypeError) as exc:  # a set's manifest cut short, or not one
         if isinstance(exc, OSError):
             reason = exc.strerror
