@@ -431,8 +431,13 @@ def _serving(settings: Settings) -> tuple[dict[str, Any], Published | None]:
         problem = f"{exc}: run `cryptowire doctor` to repoint it"
         return {"current": None, "complete": False, "problem": problem}, None
     if current is None:
+        from warehouse.publish import list_snapshots
+
+        left = len(list_snapshots(settings.snapshots_dir)) if settings.snapshots_dir.is_dir() else 0
+        problem = ("nothing published yet" if not left else  # doctor removes a CURRENT no complete snapshot can take
+                   f"no complete snapshot to serve ({left} on disk, none complete: damaged or unfinished)")
         return {"current": None, "complete": False,
-                "problem": "nothing published yet: run `cryptowire materialize` to publish a snapshot"}, None
+                "problem": f"{problem}: run `cryptowire materialize` to publish a snapshot"}, None
     try:
         complete = current.is_file() and valid_snapshot(current)
     except NewerFormat as exc:  # not damage (doctor must not repoint it): this cryptowire is too old to read it

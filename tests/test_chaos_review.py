@@ -9,7 +9,8 @@ disks, damaged databases. Real DuckDB and SQLite files, the real CLI in processe
 - a keys database damaged on disk gave tracebacks (`keys list`, `usage`, `serve`), and an emptied one answered "no
   keys yet": every key lost without a word;
 - on a read-only data home `status` gave a traceback (and, with the Dagster instance unreadable, hid the tables),
-  `keys list` and `usage` failed writing the plans they had already recorded, `materialize` gave a traceback.
+  `keys list` and `usage` failed writing the plans they had already recorded, `materialize` gave a traceback;
+- after `doctor` found no complete snapshot (a damaged part), `status` said "nothing published yet".
 """
 
 from __future__ import annotations
@@ -172,3 +173,15 @@ def test_a_read_only_data_home_is_one_line_and_status_still_reads(tmp_path: Path
             assert "read-only" in line, (args, line)
     finally:
         subprocess.run(["umount", "-l", str(mnt)], check=True)
+
+
+def test_status_after_doctor_found_no_complete_snapshot_says_so(tmp_path: Path) -> None:
+    build(tmp_path, Data(make_articles(30, 3), make_events(4)), parts=True)
+    part = next(iter(sorted((tmp_path / "snapshots").glob("part-*.duckdb"))))
+    with open(part, "r+b") as f:
+        f.truncate(part.stat().st_size - 4096)  # a part cut short: its set is not complete
+    assert _run(tmp_path, "doctor").returncode == 0
+    assert not (tmp_path / "snapshots" / POINTER).exists()
+    text = _run(tmp_path, "status").stdout
+    # it said "nothing published yet", with the set still on disk
+    assert "no complete snapshot to serve (1 on disk, none complete" in text, text
