@@ -13,6 +13,7 @@ store is opened, under SQLite's write lock, so two processes starting at once ap
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 import sqlite3
@@ -116,6 +117,10 @@ def _create(path: Path) -> None:
     """A new database is made beside its name and linked into place whole (never replacing one another process
     made meanwhile): a process killed while creating it leaves no empty ``platform.sqlite``, so an empty one is
     damage, never a fresh start."""
+    for left in path.parent.glob(f".{path.name}.*.new"):  # a creation killed before its link: never in use again
+        pid = left.name.removeprefix(f".{path.name}.").split("-")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            left.unlink(missing_ok=True)
     if path.exists():
         return
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.new")
@@ -129,10 +134,28 @@ def _create(path: Path) -> None:
             os.link(tmp, path)
         except FileExistsError:
             pass  # another process created it first: use theirs
+        except OSError as exc:
+            if exc.errno not in NO_LINKS:
+                raise
+            if not path.exists():  # a file system without hard links (vfat, some network mounts): a rename
+                os.rename(tmp, path)
         fsync_dir(path.parent)
     finally:
         for leftover in (tmp, tmp.with_name(tmp.name + "-wal"), tmp.with_name(tmp.name + "-shm")):
             leftover.unlink(missing_ok=True)
+
+
+NO_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EXDEV}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def fsync_dir(path: Path) -> None:
@@ -144,8 +167,9 @@ def fsync_dir(path: Path) -> None:
 
 
 def _empty(path: Path) -> str:
-    return (f"the platform database {path} is empty (0 bytes; cryptowire never leaves it so): the access keys, plans "
-            "and usage it held are gone; restore it from a backup, or delete it to start with no keys")
+    return (f"the platform database {path} is empty (0 bytes; this cryptowire never leaves it so): if this data home "
+            "had access keys, they are gone (restore the file from a backup); if it never had any (a cryptowire "
+            "before 2026-11-28 stopped while creating it), delete it")
 
 
 def _damaged(path: Path, said: str) -> str:
@@ -176,6 +200,9 @@ def cannot_use(path: Path, exc: BaseException) -> str:
     said = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
     if "malformed" in said or "not a database" in said:
         return _damaged(path, said)
+    if "locked" in said:
+        return (f"the platform database {path} is locked ({said}): another process holds its write lock (a sqlite3 "
+                "shell in a transaction, a stuck cryptowire); close it and run again")
     return (f"cannot open the platform database {path} ({said}): its disk may be full, read-only or failing; free "
             "space on it or make it writable, and run again")
 

@@ -185,3 +185,33 @@ def test_status_after_doctor_found_no_complete_snapshot_says_so(tmp_path: Path) 
     text = _run(tmp_path, "status").stdout
     # it said "nothing published yet", with the set still on disk
     assert "no complete snapshot to serve (1 on disk, none complete" in text, text
+
+
+def test_the_keys_database_is_created_on_a_file_system_without_hard_links(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """Created under a temporary name and linked into place; vfat and some network mounts have no hard links
+    (os.link raises EPERM there), where it is renamed instead (a diff review, s47)."""
+    import errno
+
+    from accounts.sqlite import SqliteStore
+
+    def no_links(src, dst):  # noqa: ANN001, ANN202  (the file system, not the code under test)
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    store = SqliteStore(tmp_path / "platform.sqlite")
+    try:
+        assert store.schema_version() > 0
+    finally:
+        store.close()
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("platform.sqlite-")) == [
+        "platform.sqlite"]
+
+
+def test_a_creation_killed_before_its_link_leaves_nothing_for_long(tmp_path: Path) -> None:
+    from accounts.sqlite import SqliteStore
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    left = tmp_path / f".platform.sqlite.{dead.stdout.strip()}-abcd1234.new"  # a process that is gone
+    left.write_bytes(b"SQLite format 3\x00")
+    SqliteStore(tmp_path / "platform.sqlite").close()
+    assert not left.exists()

@@ -92,3 +92,38 @@ def test_status_names_the_schedules_and_sensors_turned_off(tmp_path: Path) -> No
     doc = json.loads(subprocess.run([CLI, "status", "--json"], env=env, capture_output=True, text=True,
                                     timeout=120).stdout)
     assert doc["automation_stopped"] == ["follow_upstream", "poll_feeds"], doc["automation_stopped"]
+
+
+def test_the_articles_data_version_moves_with_every_change_the_followers_read(tmp_path: Path) -> None:
+    """The followers of `articles` run on a change of its data version (pipeline.automation.ON_CHANGE). A date
+    corrected by a later fetch is copied without re-scoring (pipeline.enrich.SYNC_SQL) and left the version as it
+    was (a diff review, s47): the sentiment buckets and events of re-dated articles were never redone."""
+    import duckdb
+
+    from pipeline.assets.enrich import VERSION_SQL
+    from tests.support.newsdata import Data, build, make_articles, make_events
+
+    build(tmp_path, Data(make_articles(40, 4), make_events(3)))
+    con = duckdb.connect(str(tmp_path / "warehouse.duckdb"))
+    try:
+        def version() -> tuple:
+            return tuple(con.execute(VERSION_SQL).fetchall()[0])
+
+        first = version()
+        assert version() == first  # nothing changed: the same version
+        one = "(SELECT min(id) FROM articles)"
+        changes = [
+            f"UPDATE articles SET published_at = published_at - INTERVAL 3 HOUR, date_inferred = false WHERE id = {one}",
+            f"UPDATE articles SET enriched_at = now()::TIMESTAMP, sentiment = 'negative' WHERE id = {one}",
+            f"UPDATE articles SET tagged_at = now()::TIMESTAMP, tickers = ['ETH'] WHERE id = {one}",
+            f"DELETE FROM article_tickers WHERE article_id = {one}",
+            f"DELETE FROM articles WHERE id = {one}",
+        ]
+        seen = {first}
+        for change in changes:
+            con.execute(change)
+            now = version()
+            assert now not in seen, change
+            seen.add(now)
+    finally:
+        con.close()

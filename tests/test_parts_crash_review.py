@@ -365,3 +365,21 @@ def test_a_corrupt_warehouse_log_is_one_line_and_doctor_moves_it_aside(tmp_path:
     finally:
         con.close()
     assert _cli(home, "doctor", "--check").returncode == 0
+
+
+def test_a_backfill_on_a_corrupt_warehouse_log_is_one_line(tmp_path: Path, redis_url_server: str,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """`backfill` printed WarehouseLogCorrupt's traceback (a diff review, s47: materialize's one-line errors were
+    narrowed to the user's, and the log's damage was left out)."""
+    home = tmp_path / "home"
+    _warehouse(home)
+    out = subprocess.run([sys.executable, "-c", WRITER, str(home / "warehouse.duckdb")], capture_output=True, text=True)
+    assert out.returncode == -signal.SIGKILL, out.stderr
+    wal = home / "warehouse.duckdb.wal"
+    with open(wal, "r+b") as f:
+        f.seek(wal.stat().st_size // 2)
+        f.write(b"\x5a" * 48)
+    monkeypatch.setenv("CRYPTOWIRE_REDIS_URL", redis_url_server)
+    done = _cli(home, "backfill", "--since", "2024-12-01", "--until", "2024-12-02")
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert "cryptowire doctor" in done.stderr.strip().splitlines()[-1], done.stderr

@@ -43,6 +43,8 @@ def warehouse_damage(path: Path) -> str | None:
     except (db.WarehouseLocked, db.WarehouseLogCorrupt):
         raise
     except duckdb.Error as exc:
+        if not is_damage(str(exc)):  # no permission, a newer DuckDB's file: not damage, and nothing to move aside
+            return f"cannot read the warehouse {path}: {_first_line(exc)}"
         return f"the warehouse {path} does not open ({_first_line(exc)}): {warehouse_advice(path)}"
     try:
         tables = [t for (t,) in con.execute(

@@ -70,9 +70,10 @@ def articles(context: dg.AssetExecutionContext, warehouse: WarehouseResource) ->
     )
 
 
-# What any change of the articles moves: their count, the newest score and tags, the ticker rows and their scores.
+# What any change of the articles moves: their count, the newest score and tags, the ticker rows and their scores,
+# and their dates (a corrected date is copied without re-scoring: the followers re-bucket and re-derive for it).
 VERSION_SQL = """
-SELECT count(*), max(enriched_at), max(tagged_at),
+SELECT count(*), max(enriched_at), max(tagged_at), bit_xor(hash(id, published_at, date_inferred, published_offset)),
        (SELECT count(*) FROM article_tickers), (SELECT count(sentiment) FROM article_tickers)
 FROM articles
 """

@@ -259,7 +259,8 @@ def register(app: typer.Typer) -> None:
         checkpointed (replayed) or damaged (moved aside, kept), a killed model build's temp directory.
         `cryptowire materialize` does the same before every run. Then it reads the warehouse and the keys database
         whole: damage no crash causes (a disk's bad blocks, a file cut short) cannot be repaired, and is said, with
-        what to do (exit 1)."""
+        what to do (exit 1). The read takes about a second per GB of warehouse; a run starting meanwhile waits
+        for it (up to 30 s)."""
         from pipeline.jobs import InstanceError
         from pipeline.jobs import doctor as run_doctor
         from warehouse.db import WarehouseTooNew

@@ -108,11 +108,12 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from pipeline.ingest.feeds import FeedsFileError
     from pipeline.jobs import InstanceError, UnknownAssets
     from pipeline.runlock import WaitTimeout
-    from warehouse.db import WarehouseLocked, WarehouseTooNew
+    from warehouse.db import WarehouseLocked, WarehouseLogCorrupt, WarehouseTooNew
     from warehouse.parts.read import NewerFormat
 
     return (UnknownAssets, BackfillRangeError, FeedsFileError, RegistryError, TaxonomyError, PlansError,
-            StoreConfigError, WarehouseTooNew, NewerFormat, WaitTimeout, WarehouseLocked, InstanceError)
+            StoreConfigError, WarehouseTooNew, WarehouseLogCorrupt, NewerFormat, WaitTimeout, WarehouseLocked,
+            InstanceError)
 
 
 # What to do about a CURRENT that names no readable snapshot (warehouse.repair.repair_snapshots).

@@ -221,5 +221,6 @@ def load_feeds(path: Path) -> list[Feed]:
         )
     if not any(f.enabled for f in feeds):  # a run would fetch nothing and report success, as if the feeds had
         raise FeedsFileError(path, f"every feed is disabled (`enabled: false` on all {len(feeds)}): enable at least "
-                             "one; to stop polling, turn the `poll_feeds` schedule off instead")
+                             "one; to stop polling, turn the `poll_feeds` schedule off instead (`cryptowire materialize --select` "
+                             "refreshes other assets without the feeds)")
     return feeds
