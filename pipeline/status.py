@@ -270,6 +270,8 @@ def _asset_outcome(run: Any, events: tuple[set[str], dict[str, str]], asset: str
         return "failed"
     if asset in materialized:
         return "materialized"
+    if run.status.value == "CANCELED":  # stopped (the UI's Terminate, SIGTERM) before this asset was done
+        return "canceled"
     if run.is_finished:
         return "skipped"
     if run.status.value == NOT_STARTED:  # never launched nor queued: nothing will run it (see _not_started)
