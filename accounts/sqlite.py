@@ -159,6 +159,7 @@ def _alive(pid: int) -> bool:
 
 
 def fsync_dir(path: Path) -> None:
+    """As ``warehouse.publish.fsync_path``, which accounts may not import (it imports warehouse.config only)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
