@@ -52,10 +52,13 @@ def redeliver_dropped_stops() -> None:
 
     def hook(args: Any) -> None:
         exc = args.exc_value
-        if running.is_set() and (isinstance(exc, KeyboardInterrupt)
-                                 or type(exc).__name__ == "DagsterExecutionInterruptedError"):
+        interrupted = isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "DagsterExecutionInterruptedError"
+        if interrupted and running.is_set():
             stop_requested.set()
             threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT)).start()
+            return  # quietly: the default hook printed "Exception ignored in ..." with a traceback (Ctrl-C in CI)
+        if interrupted and stop_requested.is_set():
+            return  # the echo of a stop already being reported, while the run unwinds
         previous(args)
 
     hook.redelivers_stops = True  # type: ignore[attr-defined]

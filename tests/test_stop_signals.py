@@ -53,11 +53,14 @@ def _run(mode: str, wait: float) -> subprocess.CompletedProcess[str]:
 
 def test_a_dropped_stop_is_delivered_again_while_the_run_executes() -> None:
     done = _run("redeliver", 20)
-    assert "Exception ignored" in done.stderr  # the first interruption was really dropped
     assert done.stdout.strip() == "stopped", done.stderr
+    # and quietly: Python's default hook printed "Exception ignored in <function WeakSet...>" and a traceback, which
+    # a user's Ctrl-C showed now and then (a CI-like run, s47); the control below shows it was really dropped
+    assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
 def test_without_redelivery_the_dropped_stop_is_lost() -> None:
-    """The control: the same process without the hook goes on (so the test above can fail)."""
+    """The control: the same process without the hook goes on, saying the exception was ignored (so the test
+    above can fail)."""
     done = _run("plain", 2)
     assert "Exception ignored" in done.stderr and done.stdout.strip() == "went on", done.stderr
