@@ -23,7 +23,7 @@ import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -44,8 +44,9 @@ from warehouse.parts.changes import (
 from warehouse.parts.contents import stage, unstage
 from warehouse.parts.periods import HEAD, Cuts, period_range, serving_order
 from warehouse.parts.read import PART_CONTENTS, SET_FORMAT, NewerFormat, is_set, read_manifest
-from warehouse.publish import fsync_path, point_to, prune_snapshots, remove_part
+from warehouse.publish import fsync_path, list_snapshots, point_to, prune_snapshots, remove_part
 from warehouse.published import POINTER, SET_PREFIX, SET_SUFFIX, current_snapshot
+from warehouse.published import PREFIX as SNAPSHOT_PREFIX
 
 LOCK = ".publish.lock"
 
@@ -63,6 +64,24 @@ def publish_lock(snapshots_dir: Path, wait: bool = True) -> Iterator[bool]:
         yield True
     finally:
         os.close(fd)
+
+
+def clock() -> datetime:
+    return datetime.now(UTC)
+
+
+def _after_newest(snapshots_dir: Path) -> datetime:
+    """Now, or just after the newest publication's time when the clock has gone back since (a VM restored, a clock
+    stepped): names sort in publication order, and pruning and repairs take the last name for the newest."""
+    now = clock()
+    for path in reversed(list_snapshots(snapshots_dir)):
+        stamp = path.name.removeprefix(SET_PREFIX).removeprefix(SNAPSHOT_PREFIX)[:21]
+        try:
+            newest = datetime.strptime(stamp, "%Y%m%dT%H%M%S%f").replace(tzinfo=UTC)
+        except ValueError:
+            continue
+        return max(now, newest + timedelta(microseconds=1))
+    return now
 
 
 @dataclass
@@ -224,7 +243,7 @@ def _publish(con: duckdb.DuckDBPyConnection, snapshots_dir: Path, now: datetime,
     assert head is not None
     created.append(head.name)
     parts.insert(0, head)
-    manifest_path = snapshots_dir / f"{SET_PREFIX}{new_stamp()}{SET_SUFFIX}"
+    manifest_path = snapshots_dir / f"{SET_PREFIX}{new_stamp(_after_newest(snapshots_dir))}{SET_SUFFIX}"
     write_json(manifest_path, {
         "format": SET_FORMAT, "contents": PART_CONTENTS, "tag": tag, "created_at": created_at.isoformat(), "now": now.isoformat(),
         "watermarks": marks, "articles": sum(p.counts["news"] for p in parts),
