@@ -159,13 +159,31 @@ def redis_server(workdir: Path, port: int | None = None, password: str | None = 
         proc.wait(10)
 
 
+def _available(proc: subprocess.Popen) -> str:
+    """What a finished process wrote to its piped stdout, without waiting (a child it left may hold the pipe)."""
+    import os
+
+    if proc.stdout is None or proc.stdout.closed:
+        return ""
+    fd = proc.stdout.fileno()
+    os.set_blocking(fd, False)
+    try:
+        data = os.read(fd, 1 << 20)
+    except (BlockingIOError, OSError):
+        return ""
+    return data.decode(errors="replace")[-3000:]
+
+
 def wait_serving(url: str, proc: subprocess.Popen, seconds: float, what: str) -> None:
     """Wait until ``url`` answers 200, while ``proc`` (the server) lives; fails naming ``what`` otherwise."""
     import httpx
 
     deadline = time.monotonic() + seconds
     while True:
-        assert proc.poll() is None and time.monotonic() < deadline, f"{what} stopped or never served"
+        if proc.poll() is not None:  # its own words say why (a CI-like run once saw exit code 3 and nothing else)
+            said = _available(proc)
+            raise AssertionError(f"{what} stopped (exit code {proc.returncode}) before it served:\n{said}")
+        assert time.monotonic() < deadline, f"{what} never served within {seconds} s"
         try:
             if httpx.get(url, timeout=2).status_code == 200:
                 return
