@@ -18,7 +18,7 @@ import pytest
 
 from tests.support.feedgen import item, rss
 from tests.support.httpserver import LocalServer, static
-from tests.support.servers import wait_serving
+from tests.support.servers import free_port, wait_serving
 
 pytestmark = pytest.mark.slow
 
@@ -87,19 +87,13 @@ def test_a_long_warning_without_details_is_cut_on_one_line() -> None:
     assert shown.endswith("word…)") and len(shown) == WARNING_SHOWN + 1, line
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_a_run_queued_by_the_webserver_without_a_daemon_shows_as_queued(tmp_path: Path) -> None:
     from warehouse.db import connect
 
     home = tmp_path / "home"
     home.mkdir()
     connect(home / "warehouse.duckdb").close()  # an empty warehouse: status shows its tables and assets
-    port = _free_port()
+    port = free_port()
     web = subprocess.Popen([CLI, "webserver", "--port", str(port)], env=_env(home), stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, start_new_session=True)
     try:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -11,11 +10,9 @@ from typing import Any
 import httpx
 import uvicorn
 
+from tests.support.servers import free_port
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+__all__ = ["ApiServer", "free_port"]
 
 
 class ApiServer:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import glob
 import os
 import pwd
+import random
 import shutil
 import socket
 import subprocess
@@ -19,11 +20,30 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+_RNG = random.SystemRandom()  # a test seeding `random` must not make two workers pick the same ports
+
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port free now, below the kernel's ephemeral range: a port the kernel hands out (bind to 0) can be handed
+    to any outgoing connection between this call and the server's bind; these are only ever taken by choice."""
+    low, high = _ephemeral_range()
+    for _ in range(200):
+        port = _RNG.randrange(10_000, low) if low > 11_000 else _RNG.randrange(high + 1, 65_536)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port found below the ephemeral range in 200 tries")
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
 
 
 def _pg_bindir() -> Path | None:
