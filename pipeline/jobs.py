@@ -190,7 +190,7 @@ def check_steps(checks: list[Any]) -> dict[str, Any]:
 INTERRUPTED = ("DagsterExecutionInterruptedError", "RuntimeError: Query interrupted")
 
 
-def _root_cause(err: Any) -> str:
+def root_cause(err: Any) -> str:
     """The exception our code raised, without Dagster's wrappers: ``AllFeedsFailed: all 1 feeds failed ...``."""
     if err is None:
         return "failed"
@@ -340,7 +340,7 @@ def summarize(
         elif event.event_type_value == "STEP_FAILURE":
             step = event.step_key or "?"
             err = event.event_specific_data.error  # type: ignore[union-attr]
-            cause = _root_cause(err)
+            cause = root_cause(err)
             if stopped and any(mark in cause for mark in INTERRUPTED):  # a stop: not a fault, nor a failed check
                 outcomes[step] = AssetOutcome(step, False, error="stopped before it finished", skipped=True,
                                               stopped=True)

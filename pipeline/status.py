@@ -247,7 +247,7 @@ def _run_events(instance: Any, run_id: str) -> tuple[set[str], dict[str, str]]:
     exception our code raised, as the run's summary gives it)."""
     from dagster import DagsterEventType
 
-    from pipeline.jobs import _root_cause
+    from pipeline.jobs import root_cause
 
     materialized: set[str] = set()
     failed: dict[str, str] = {}
@@ -256,7 +256,7 @@ def _run_events(instance: Any, run_id: str) -> tuple[set[str], dict[str, str]]:
         event = entry.dagster_event
         if event.event_type == DagsterEventType.STEP_FAILURE:
             error = getattr(event.event_specific_data, "error", None)
-            failed[event.step_key or ""] = _root_cause(error)
+            failed[event.step_key or ""] = root_cause(error)
         elif event.asset_key is not None:
             materialized.add(event.asset_key.to_user_string())
     return materialized, failed

@@ -44,7 +44,7 @@ def test_a_broken_feeds_file_is_the_steps_own_error_in_the_ui(tmp_path: Path) ->
 
     from pipeline.assets.ingest import raw_articles
     from pipeline.definitions import resources
-    from pipeline.jobs import _root_cause
+    from pipeline.jobs import root_cause
     from warehouse.config import Settings
 
     feeds = tmp_path / "feeds.yaml"
@@ -58,7 +58,7 @@ def test_a_broken_feeds_file_is_the_steps_own_error_in_the_ui(tmp_path: Path) ->
     # what the UI shows first: the error's own message, not Dagster's wrapper
     assert "feeds file" in error.message and "not valid YAML" in error.message, error.message
     assert "Error occurred while executing" not in error.message
-    assert _root_cause(error).startswith("FeedsFileError: feeds file"), _root_cause(error)  # the CLI's summary
+    assert root_cause(error).startswith("FeedsFileError: feeds file"), root_cause(error)  # the CLI's summary
 
 
 def test_status_names_the_schedules_and_sensors_turned_off(tmp_path: Path) -> None:

@@ -52,7 +52,7 @@ def test_a_reader_in_another_process_makes_the_writer_fail_with_advice(warehouse
 def test_a_run_summary_shows_our_advice_not_duckdbs(warehouse: Path) -> None:
     from dagster._utils.error import serializable_error_info_from_exc_info
 
-    from pipeline.jobs import _root_cause
+    from pipeline.jobs import root_cause
 
     reader = hold(warehouse, "ro", 60)
     try:
@@ -60,7 +60,7 @@ def test_a_run_summary_shows_our_advice_not_duckdbs(warehouse: Path) -> None:
             db.connect(warehouse, lock_wait=0.2)
         except db.WarehouseLocked:
             info = serializable_error_info_from_exc_info(sys.exc_info())  # what Dagster records for a failed step
-        shown = _root_cause(info)
+        shown = root_cause(info)
         assert shown.startswith("WarehouseLocked:") and "close that connection" in shown, shown
         assert "-readonly" not in shown  # DuckDB's advice is for the reader, not for the run that failed
     finally:
