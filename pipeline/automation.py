@@ -125,7 +125,7 @@ def score_days_on_workers(context: dg.OpExecutionContext) -> dg.Output[None]:
     from datetime import timedelta
 
     from pipeline.backfill import BackfillTimeout, RedisUnreachable, WorkersIdle, run_backfill
-    from pipeline.runlock import WaitTimeout
+    from pipeline.commands.output import user_errors
     from warehouse.config import get_settings
 
     window = context.partition_time_window
@@ -136,8 +136,9 @@ def score_days_on_workers(context: dg.OpExecutionContext) -> dg.Output[None]:
         # max_concurrent_runs and keep `poll_feeds` queued, stopping ingestion.
         report = run_backfill(settings, since, until, say=context.log.info,
                               idle_timeout=settings.worker_wait_seconds)
-    except (WorkersIdle, BackfillTimeout, RedisUnreachable, WaitTimeout, ValueError) as exc:
-        raise dg.Failure(str(exc)) from exc  # the UI shows the text, not "Error occurred while executing op"
+    except (WorkersIdle, BackfillTimeout, RedisUnreachable, *user_errors()) as exc:
+        # the UI shows the text, not "Error occurred while executing op"; any other error is a defect: its traceback stays
+        raise dg.Failure(str(exc)) from exc
     if not report.ok:
         failed = [f"{p.day}: {p.error}" for p in report.partitions if p.status != "merged"]
         raise dg.Failure(f"partitions not merged: {'; '.join(failed)}")
