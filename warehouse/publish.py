@@ -82,10 +82,13 @@ def write_assets(con: duckdb.DuckDBPyConnection, db: str) -> bool:
     return True
 
 
+STAMP = "%Y%m%dT%H%M%S%f"  # the publication time in snapshot, set and part names: they sort in publication order
+
+
 def snapshot_name(now: datetime | None = None) -> str:
     """A new snapshot's file name; names sort in publication order."""
     now = now or datetime.now(UTC)
-    return f"{PREFIX}{now.strftime('%Y%m%dT%H%M%S%f')}Z-{secrets.token_hex(3)}{SUFFIX}"
+    return f"{PREFIX}{now.strftime(STAMP)}Z-{secrets.token_hex(3)}{SUFFIX}"
 
 
 def publish_snapshot(con: duckdb.DuckDBPyConnection, snapshots_dir: Path, keep: int = 3) -> Path:

@@ -181,8 +181,6 @@ def redis_server(workdir: Path, port: int | None = None, password: str | None = 
 
 def _available(proc: subprocess.Popen) -> str:
     """What a finished process wrote to its piped stdout, without waiting (a child it left may hold the pipe)."""
-    import os
-
     if proc.stdout is None or proc.stdout.closed:
         return ""
     fd = proc.stdout.fileno()

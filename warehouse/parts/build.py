@@ -30,7 +30,14 @@ from warehouse.parts.changes import CHECKED, range_aggregates
 from warehouse.parts.contents import INDEXES, VALUES_SQL, part_sql
 from warehouse.parts.periods import EPOCH, Cuts, period_range
 from warehouse.parts.read import PAGED, SET_FORMAT, TABLES
-from warehouse.publish import ROW_GROUP_SIZE, fsync_path, unlink_quietly, write_assets, write_atomically
+from warehouse.publish import (
+    ROW_GROUP_SIZE,
+    STAMP,
+    fsync_path,
+    unlink_quietly,
+    write_assets,
+    write_atomically,
+)
 from warehouse.published import PART_PREFIX, PART_SUFFIX, PARTIAL
 
 _US = timedelta(microseconds=1)
@@ -98,7 +105,7 @@ def sidecar_name(part_name: str) -> str:
 
 
 def new_stamp(now: datetime | None = None) -> str:
-    return (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%S%f") + "Z-" + secrets.token_hex(3)
+    return (now or datetime.now(UTC)).strftime(STAMP) + "Z-" + secrets.token_hex(3)
 
 
 def write_json(path: Path, data: Any) -> None:

@@ -44,7 +44,7 @@ from warehouse.parts.changes import (
 from warehouse.parts.contents import stage, unstage
 from warehouse.parts.periods import HEAD, Cuts, period_range, serving_order
 from warehouse.parts.read import PART_CONTENTS, SET_FORMAT, NewerFormat, is_set, read_manifest
-from warehouse.publish import fsync_path, list_snapshots, point_to, prune_snapshots, remove_part
+from warehouse.publish import STAMP, fsync_path, list_snapshots, point_to, prune_snapshots, remove_part
 from warehouse.published import POINTER, SET_PREFIX, SET_SUFFIX, current_snapshot
 from warehouse.published import PREFIX as SNAPSHOT_PREFIX
 
@@ -77,7 +77,7 @@ def _after_newest(snapshots_dir: Path) -> datetime:
     for path in reversed(list_snapshots(snapshots_dir)):
         stamp = path.name.removeprefix(SET_PREFIX).removeprefix(SNAPSHOT_PREFIX)[:21]
         try:
-            newest = datetime.strptime(stamp, "%Y%m%dT%H%M%S%f").replace(tzinfo=UTC)
+            newest = datetime.strptime(stamp, STAMP).replace(tzinfo=UTC)
         except ValueError:
             continue
         return max(now, newest + timedelta(microseconds=1))
