@@ -4,7 +4,9 @@ DuckDB warehouses take the same articles, edits and prices, one through the memo
 from __future__ import annotations
 
 import json
+import zoneinfo
 from datetime import date, datetime, timedelta
+from importlib import resources
 from pathlib import Path
 
 import duckdb
@@ -156,6 +158,36 @@ def test_the_fingerprint_follows_the_loaded_code_and_data_not_the_files_on_disk(
     assert fingerprint(NAMES) == first
     # the code it loaded is what names it
     monkeypatch.setitem(derive.LOADED_CODE, "pipeline.events.price", b"# other rules\n")
+    assert fingerprint(NAMES) != first
+
+
+def _zone_bytes(key: str) -> bytes:
+    for root in zoneinfo.TZPATH:
+        if (Path(root) / key).is_file():
+            return (Path(root) / key).read_bytes()
+    return resources.files("tzdata.zoneinfo").joinpath(*key.split("/")).read_bytes()
+
+
+def test_the_fingerprint_follows_the_time_zone_rules_and_the_python_version(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pipeline.events import dates
+
+    first = fingerprint(NAMES)
+    # a time zone database in which New York keeps Tokyo's time ("4 PM ET" falls on another day)
+    for key in set(dates._ZONES.values()):
+        (tmp_path / key).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / key).write_bytes(_zone_bytes("Asia/Tokyo" if key == "America/New_York" else key))
+    zoneinfo.reset_tzpath(to=[str(tmp_path)])
+    zoneinfo.ZoneInfo.clear_cache()
+    dates.zone_rules.cache_clear()
+    try:
+        assert fingerprint(NAMES) != first
+    finally:
+        zoneinfo.reset_tzpath()
+        zoneinfo.ZoneInfo.clear_cache()
+        dates.zone_rules.cache_clear()
+    assert fingerprint(NAMES) == first
+    monkeypatch.setattr("platform.python_version", lambda: "3.99.0")
     assert fingerprint(NAMES) != first
 
 

@@ -15,10 +15,12 @@ of day" included): the article gave a date, but not one a question can be asked 
 from __future__ import annotations
 
 import calendar
+import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
+from functools import lru_cache
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -169,6 +171,19 @@ def _next_occurrence(month: int, day: int, published_at: datetime) -> datetime |
     if published_at - this_year <= timedelta(days=PAST_WINDOW_DAYS):
         return None
     return _day(published_at.year + 1, month, day)
+
+
+@lru_cache(maxsize=1)
+def zone_rules() -> str:
+    """The UTC offsets of every named zone above, twice a day over 2015-2035: a digest that changes when the time
+    zone database this process reads (the system's or the tzdata package) moves a transition the derivation uses."""
+    start = datetime(2015, 1, 1, tzinfo=UTC)
+    rows = []
+    for key in sorted(set(_ZONES.values())):
+        zone = ZoneInfo(key)
+        offsets = ((start + timedelta(hours=12 * i)).astimezone(zone).utcoffset() for i in range(2 * 366 * 21))
+        rows.append(key + ":" + ",".join(str(int(o.total_seconds())) for o in offsets if o is not None))
+    return hashlib.sha256("\n".join(rows).encode()).hexdigest()[:16]
 
 
 def _zone(m: re.Match[str]) -> tzinfo | None:

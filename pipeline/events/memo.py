@@ -3,7 +3,8 @@
 ``derive_article`` reads one article and the reference data; so the events of all articles are the memo's results
 plus those of the articles whose inputs changed, unless the reference data changed. The ``fingerprint`` names it
 as this process loaded it (the derivation code, the shipped reference table, the price model, the registry's
-names and flags, the encoder's vocabulary): a new fingerprint derives every article again. The warehouse's
+names and flags, the encoder's vocabulary, the time zone rules and the Python version, whose regular expressions
+and calendar read the text): a new fingerprint derives every article again. The warehouse's
 reference prices are compared row by row: a price added, changed or removed makes stale the articles naming its ticker
 from the ticker's previous price day on (derivation reads the prices of an article's tickers: the latest on or
 before its day and the next one after).
@@ -13,12 +14,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import platform
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from datetime import date, datetime
 
 import duckdb
 
+from pipeline.events.dates import zone_rules
 from pipeline.events.derive import (
     LOADED_CODE,
     ArticleIn,
@@ -52,6 +55,7 @@ def fingerprint(names: Mapping[str, str]) -> str:
     digest.update(default_reference().digest().encode())
     digest.update(json.dumps([sorted(names.items()), sorted(app_tickers()), sorted(stablecoin_tickers())]).encode())
     digest.update("\n".join(sorted(english_words())).encode())
+    digest.update(f"{zone_rules()} {platform.python_version()}".encode())
     return digest.hexdigest()[:16]
 
 
