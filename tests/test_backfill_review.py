@@ -296,6 +296,15 @@ def test_a_non_redis_url_is_one_line_naming_the_variable(tmp_path: Path) -> None
         assert "CRYPTOWIRE_REDIS_URL must start with redis://, rediss:// or unix:// (got http://)" in out.stderr
 
 
+def test_a_malformed_day_is_a_command_line_mistake(tmp_path: Path) -> None:
+    env = _env(tmp_path / "home", "redis://127.0.0.1:1/0")
+    for args, option in ((["--since", "2026-13-01"], "--since"), (["--since", "2026-03-01", "--until", "3/4"], "--until")):
+        out = subprocess.run([sys.executable, "-m", "pipeline.cli", "backfill", *args], env=env, cwd=PROJECT,
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 2 and "Usage:" in out.stderr and "Traceback" not in out.stderr, out
+        assert option in out.stderr and "is not a date: write it as YYYY-MM-DD" in out.stderr, out.stderr
+
+
 def test_a_unix_socket_url_reaches_redis(tmp_path: Path) -> None:
     """unix:///path?db=N (redis-py's spelling, allowed in CRYPTOWIRE_REDIS_URL) is what Celery uses too."""
     import redis

@@ -106,7 +106,9 @@ def test_export_takes_every_table_readme_names(published: Path, tmp_path: Path) 
     assert json.loads(pl.read_csv(tmp_path / "stories.csv")["tickers"][0]) == ["BTC", "ETH"]
 
     code, out = _cli("export", "--table", "articles; DROP TABLE articles", "--out", str(tmp_path / "x.parquet"))
-    assert code == 1 and "unknown table" in out and "stories" in out, out
+    assert code == 2 and "unknown table" in out and "stories" in out and "Usage:" in out, out
+    code, out = _cli("export", "--table", "articles", "--out", str(tmp_path / "x.bin"), "--format", "xml")
+    assert code == 2 and "unknown format 'xml'" in out and "Usage:" in out, out
 
 
 def test_export_refuses_a_missing_directory_and_a_suffix_that_contradicts_the_format(
@@ -194,7 +196,6 @@ def test_plot_writes_the_format_its_suffix_names_and_refuses_others(published: P
 @pytest.mark.parametrize("args", [
     ["sql", "--json", "SELECT 1; SELECT 2"],
     ["sql", "--json", "DELETE FROM articles"],
-    ["export", "--json", "--table", "no_such_table", "--out", "x.parquet"],
 ])
 def test_an_error_under_json_is_a_json_document_on_stdout(published: Path, args: list[str]) -> None:
     """A script reading --json output gets the error as JSON (the human line stays on stderr)."""
@@ -202,6 +203,14 @@ def test_an_error_under_json_is_a_json_document_on_stdout(published: Path, args:
     assert res.exit_code == 1, res.output
     doc = json.loads(res.stdout)
     assert doc["exitCode"] == 1 and doc["error"] and res.stderr.startswith("error: "), (res.stdout, res.stderr)
+
+
+def test_an_unknown_table_is_a_command_line_mistake_under_json_too(published: Path) -> None:
+    res = subprocess.run([sys.executable, "-m", "pipeline.cli", "export", "--json", "--table", "no_such_table",
+                          "--out", str(published / "x.parquet")], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and res.stderr.startswith("Usage: "), (res.stdout, res.stderr)
+    doc = json.loads(res.stdout)
+    assert doc["exitCode"] == 2 and "unknown table 'no_such_table'" in doc["error"], doc
 
 
 def test_a_database_error_is_one_line(published: Path) -> None:

@@ -170,13 +170,13 @@ def register(app: typer.Typer) -> None:
         """Write a warehouse table to Parquet or CSV."""
         from warehouse.config import get_settings
 
-        if table not in TABLES:
-            fail(f"unknown table {table!r}: choose one of {', '.join(TABLES)}")
+        if table not in TABLES:  # a mistake in the command line: exit 2 with the usage, as click's own
+            raise typer.BadParameter(f"unknown table {table!r}: choose one of {', '.join(TABLES)}", param_hint="--table")
         out = Path(out_text)  # drops a trailing "/": read from out_text whether --out names a directory
         named = FORMATS.get(out.suffix.lower())  # a.csv is CSV; a.txt or a says nothing
         fmt = fmt or named or "parquet"
         if fmt not in FORMATS.values():
-            fail(f"unknown format {fmt!r}: choose parquet or csv")
+            raise typer.BadParameter(f"unknown format {fmt!r}: choose parquet or csv", param_hint="--format")
         tail = directory_tail(out_text)
         if tail:  # "newdir/" would otherwise be written as a file named newdir
             example = out / f"{table}.{fmt}"

@@ -143,7 +143,7 @@ def create(
     plan = plan.strip().lower()
     if plan not in plans:
         store.close()
-        fail(f"unknown plan {plan!r}: choose one of {', '.join(plans)}")
+        raise typer.BadParameter(f"unknown plan {plan!r}: choose one of {', '.join(plans)}", param_hint="--plan")
     try:
         with _store_errors():
             key_id, key = store.create_key(name.strip(), plan, chosen)
@@ -271,7 +271,8 @@ def set_plan(
     plan = plan.strip().lower()
     try:
         if plan not in plans:
-            fail(f"unknown plan {plan!r}: the plans offered are {', '.join(plans)}")
+            raise typer.BadParameter(f"unknown plan {plan!r}: the plans offered are {', '.join(plans)}",
+                                     param_hint="PLAN")
         with _store_errors():
             previous = store.set_plan(key_id, plan)
     except KeyNotFound:

@@ -13,8 +13,8 @@ from pipeline.commands.output import emit_json, fail, json_option, user_errors
 def _day(value: str, option: str) -> date:
     try:
         return date.fromisoformat(value)
-    except ValueError:
-        fail(f"{option} {value!r} is not a date: write it as YYYY-MM-DD")
+    except ValueError:  # a mistake in the command line: exit 2 with the usage
+        raise typer.BadParameter(f"{value!r} is not a date: write it as YYYY-MM-DD", param_hint=option) from None
 
 
 def _check_redis_url(url: str) -> None:
