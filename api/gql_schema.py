@@ -310,7 +310,8 @@ Trending = GraphQLObjectType(
         "windowEnd": GraphQLField(DateTime, description="The snapshot's newest dated article at or before its "
                                   "publication."),
         "baselineStart": GraphQLField(DateTime, description="The baseline is (baselineStart, windowStart]."),
-        "baselineWindows": GraphQLField(_nn(GraphQLInt), description="Windows in the baseline (168 or 7)."),
+        "baselineWindows": GraphQLField(_nn(GraphQLInt), description="Windows in the baseline: 168 (HOUR) or 7 (DAY) once the data "
+                                        "reaches back far enough, fewer before."),
         "minCount": GraphQLField(_nn(GraphQLInt), description="Mentions an item needs in the latest window."),
         "items": GraphQLField(_nn(GraphQLList(_nn(TrendingItem))), description="Highest zScore first."),
     },
