@@ -53,6 +53,6 @@ def test_every_shipped_check_is_known_by_the_step_dagster_runs_it_in() -> None:
     from pipeline.definitions import ALL_CHECKS, defs
     from pipeline.jobs import check_steps
 
-    steps = {s.key for s in create_execution_plan(defs.get_implicit_global_asset_job_def()).steps}
+    steps = {s.key for s in create_execution_plan(defs.resolve_implicit_global_asset_job_def()).steps}
     named = check_steps(ALL_CHECKS)
     assert len(named) >= 10 and set(named) <= steps, set(named) - steps
