@@ -91,6 +91,14 @@ def _no_keys_here(settings: Any, as_json: bool) -> bool:
     return True
 
 
+def _known_plan(plan: str, plans: dict[str, Any], hint: str) -> str:
+    """``plan`` as the plans name it; one they do not offer is a mistake in the command line (exit 2, usage)."""
+    plan = plan.strip().lower()
+    if plan not in plans:
+        raise typer.BadParameter(f"unknown plan {plan!r}: the plans offered are {', '.join(plans)}", param_hint=hint)
+    return plan
+
+
 def _store_and_plans(missing: str | None = None) -> tuple[Any, dict[str, Any]]:
     """The store and the plans in force. ``missing`` (what the command cannot do without keys): the command reads
     or changes existing keys, so a data home that does not exist is an error, not created (``_missing_home``)."""
@@ -140,10 +148,11 @@ def create(
     if not name.strip():
         fail("--name must not be empty: say who or what the key is for")
     store, plans = _store_and_plans()
-    plan = plan.strip().lower()
-    if plan not in plans:
+    try:
+        plan = _known_plan(plan, plans, "--plan")
+    except typer.BadParameter:
         store.close()
-        raise typer.BadParameter(f"unknown plan {plan!r}: choose one of {', '.join(plans)}", param_hint="--plan")
+        raise
     try:
         with _store_errors():
             key_id, key = store.create_key(name.strip(), plan, chosen)
@@ -268,11 +277,8 @@ def set_plan(
     from accounts.store import KeyNotFound
 
     store, plans = _store_and_plans(f"no key {key_id!r} to move")
-    plan = plan.strip().lower()
     try:
-        if plan not in plans:
-            raise typer.BadParameter(f"unknown plan {plan!r}: the plans offered are {', '.join(plans)}",
-                                     param_hint="PLAN")
+        plan = _known_plan(plan, plans, "PLAN")
         with _store_errors():
             previous = store.set_plan(key_id, plan)
     except KeyNotFound:
