@@ -24,12 +24,17 @@ _STORED = "SELECT ticker, bucket_start, articles, positive, neutral, negative FR
 RECOUNT_SQL = (f"SELECT {{select}} FROM (({_STORED} EXCEPT {_RECOUNT}) UNION ALL ({_RECOUNT} EXCEPT {_STORED}))")
 
 
-def _violations(warehouse: WarehouseResource, sql: str, sample_sql: str | None = None) -> dg.AssetCheckResult:
+def _violations(
+    warehouse: WarehouseResource, sql: str, sample_sql: str | None = None, blocking: bool = False
+) -> dg.AssetCheckResult:
     with warehouse.connect() as con:
         bad = con.execute(sql).fetchall()[0][0]
         sample = con.execute(sample_sql).fetchall() if (bad and sample_sql) else []
     return dg.AssetCheckResult(
         passed=bad == 0,
+        # The UI colours by severity: red only for what stops the run (and the snapshot); the rest is reported
+        # and published, so it is a warning to look at.
+        severity=dg.AssetCheckSeverity.ERROR if blocking else dg.AssetCheckSeverity.WARN,
         metadata={"violations": bad, "sample": dg.MetadataValue.json([list(map(str, r)) for r in sample])},
     )
 
@@ -40,7 +45,7 @@ def sql_check(
     # In the writers' pool too: a check opens the warehouse, which DuckDB refuses while a writer step has it.
     @dg.asset_check(asset=asset, name=name, description=description, blocking=blocking, pool=POOL)
     def _check(warehouse: WarehouseResource) -> dg.AssetCheckResult:
-        return _violations(warehouse, sql, sample_sql)
+        return _violations(warehouse, sql, sample_sql, blocking)
 
     return _check
 
@@ -118,7 +123,7 @@ ALL_CHECKS = [
 ]
 
 
-@dg.asset_check(
+@dg.asset_check(  # ERROR when it fails (the default): the API is serving what the warehouse does not hold
     asset=serving_snapshot,
     pool=POOL,
     name="published_matches_warehouse",

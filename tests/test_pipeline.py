@@ -170,7 +170,8 @@ def test_materialize_sample_end_to_end_and_again(isolated_home: Path) -> None:
     result = runner.invoke(app, ["materialize", "--select", "prediction_events,serving_snapshot", "--json"])
     doc = json.loads(result.output)
     assert result.exit_code == 1 and "a blocking check failed (prediction_events.id_format)" in doc["error"], doc
-    assert [(c["check"], c["passed"]) for c in doc["checks"] if c["check"] == "id_format"] == [("id_format", False)]
+    assert [(c["check"], c["passed"], c["severity"]) for c in doc["checks"]
+            if c["check"] == "id_format"] == [("id_format", False, "ERROR")]
     assert (isolated_home / "snapshots" / "CURRENT").read_text() == current
     # status named the check but not the rows, and advised the run that fails again (a Dagster review, s47)
     text = runner.invoke(app, ["status"]).output

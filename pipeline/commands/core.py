@@ -44,7 +44,9 @@ def _print_summary(summary: Any) -> None:
         else:
             sample = c["metadata"].get("sample") or []  # a few of the offending rows, as the check selected them
             shown = "; e.g. " + "; ".join(", ".join(map(str, row)) for row in sample) if sample else ""
-            typer.echo(f"    {c['asset']}.{c['check']} failed: {c['metadata'].get('violations')} violation(s){shown}")
+            level = c.get("severity", "ERROR")  # WARN: reported, not stopping the run
+            typer.echo(f"    {level:<5} {c['asset']}.{c['check']} failed: {c['metadata'].get('violations')} "
+                       f"violation(s){shown}")
 
 
 WAIT_TIMEOUT = typer.Option(
