@@ -150,149 +150,215 @@ def run_backfill(
     leaves its result on disk, which the same backfill run again merges without computing it again."""
     from models.sentiment.model import int8_model_version
     from models.tagging import get_tagger
-    from pipeline.partitions import export_partitions
-    from pipeline.runlock import exclusive
-    from pipeline.workers import QUEUE, configure, queue
-    from warehouse import db
+    from pipeline.workers import configure
 
     if until < since:
         raise BackfillRangeError(f"--until {until} is before --since {since}")
     configure(settings)
+    client = _redis(settings)  # reached before exporting anything
+    settings.ensure_dirs()
+    started = time.perf_counter()
+    versions = (int8_model_version(), get_tagger().version)
+    report = BackfillReport(since.isoformat(), until.isoformat(), *versions)
+    parts = _export(settings, since, until, versions, wait_timeout, say)
+    report.articles = sum(p.articles for p in parts)
+    if parts:
+        say(f"queued {len(parts)} partition(s), {report.articles} articles")
+        queued = _Queued(client, settings.partitions_dir,
+                         {p.input_id: PartitionOutcome(p.day.isoformat(), p.input_id, p.articles) for p in parts})
+        report.partitions = list(queued.outcomes.values())
+        queued.send(parts)
+        _wait_and_merge(settings, queued, versions, started, timeout, wait_timeout, idle_timeout, say)
+        queued.forget()
+        report.merged_articles = sum(o.applied for o in report.partitions)
+        report.ok = all(o.status == "merged" for o in report.partitions)
+    report.seconds = round(time.perf_counter() - started, 3)
+    return report
+
+
+def _redis(settings: Settings) -> Any:
     import redis
 
     client = redis.Redis.from_url(settings.redis_url or "", socket_connect_timeout=5, socket_timeout=5)
-    try:  # before exporting anything
+    try:
         client.ping()
     except redis.RedisError as exc:
         raise RedisUnreachable(f"cannot reach Redis at CRYPTOWIRE_REDIS_URL ({exc}): start it or fix the URL") from exc
-    settings.ensure_dirs()
-    started = time.perf_counter()
-    root = settings.partitions_dir
-    lock = settings.materialize_lock
-    model_version, tagger_version = int8_model_version(), get_tagger().version
-    report = BackfillReport(since.isoformat(), until.isoformat(), model_version, tagger_version)
+    return client
 
-    with exclusive(lock, wait_timeout, say):
+
+def _export(settings: Settings, since: date, until: date, versions: tuple[str, str], wait_timeout: float | None,
+            say: Callable[[str], None]) -> list[Any]:
+    """The days' partitions still to score, written under ``partitions_dir`` (holding the materialization lock)."""
+    from pipeline.partitions import export_partitions
+    from pipeline.runlock import exclusive
+    from warehouse import db
+
+    with exclusive(settings.materialize_lock, wait_timeout, say):
         con = db.connect(settings.warehouse_path)
         try:
-            parts = export_partitions(con, root, model_version, tagger_version, since, until)
+            parts = export_partitions(con, settings.partitions_dir, *versions, since, until)
         finally:
             con.close()
         for p in parts:
             # The warehouse still lacks this work, so a marker of the same content id is from a merge it no longer
             # holds (restored from a copy, versions reset): left, workers would drop their results as merged.
             p.input_path.with_name(f"merged-{p.input_id}.json").unlink(missing_ok=True)
-    report.articles = sum(p.articles for p in parts)
-    if not parts:
-        report.seconds = round(time.perf_counter() - started, 3)
-        return report
-    say(f"queued {len(parts)} partition(s), {report.articles} articles")
-    outcomes = {p.input_id: PartitionOutcome(p.day.isoformat(), p.input_id, p.articles) for p in parts}
-    report.partitions = list(outcomes.values())
-    marker = f"{MARKER_PREFIX}{uuid.uuid4().hex}"
-    try:
-        client.set(marker, "queued", ex=MARKER_SECONDS)  # before the tasks: a Redis that loses them loses it too
-    except redis.RedisError as exc:
-        raise RedisUnreachable(f"Redis at CRYPTOWIRE_REDIS_URL went away before the days were queued ({exc}); "
-                               "start it and run the same backfill again") from exc
-    pending = dict(zip([r.id for r in queue([str(p.input_path.relative_to(root)) for p in parts])], parts,
-                       strict=True))
-    results = {task_id: None for task_id in pending}
+    return parts
+
+
+class _Queued:
+    """This backfill's partitions on the queue, and what the wait has seen of them: for ``idle_timeout``, progress
+    is a task of ours changing state (taken, finished), or the shared queue getting shorter (workers busy with
+    other backfills' days, e.g. the other runs of a Dagster backfill)."""
+
+    def __init__(self, client: Any, root: Any, outcomes: dict[str, PartitionOutcome]) -> None:
+        self.client, self.root, self.outcomes = client, root, outcomes
+        self.marker = f"{MARKER_PREFIX}{uuid.uuid4().hex}"
+        self.pending: dict[str, Any] = {}  # task id -> partition
+        self.results: dict[str, Any] = {}
+        self.checked = time.monotonic()
+        self.progress = time.monotonic()
+        self.states: dict[str, str] = {}
+        self.taken_at: dict[str, float] = {}
+        self.queue_length: int | None = None
+
+    def send(self, parts: list[Any]) -> None:
+        import redis
+
+        try:  # the marker before the tasks: a Redis that loses them loses it too
+            self.client.set(self.marker, "queued", ex=MARKER_SECONDS)
+        except redis.RedisError as exc:
+            raise RedisUnreachable(f"Redis at CRYPTOWIRE_REDIS_URL went away before the days were queued ({exc}); "
+                                   "start it and run the same backfill again") from exc
+        self._queue(parts)
+
+    def _queue(self, parts: list[Any]) -> None:
+        from pipeline.workers import queue
+
+        sent = queue([str(p.input_path.relative_to(self.root)) for p in parts])
+        self.pending = dict(zip([r.id for r in sent], parts, strict=True))
+        self.results = {task_id: None for task_id in self.pending}
+
+    def requeue_if_lost(self, say: Callable[[str], None], now_anyway: bool) -> None:
+        """Every few seconds (and after Redis went away): a missing marker means Redis lost the queued tasks."""
+        if not now_anyway and time.monotonic() - self.checked <= RESTART_CHECK_SECONDS:
+            return
+        self.checked = time.monotonic()
+        if self.client.expire(self.marker, MARKER_SECONDS):
+            return
+        # A day already computed is only picked up again (its result is on disk); twice changes nothing.
+        say(f"Redis lost its data (restarted without persistence?): queuing {len(self.pending)} partition(s) again")
+        self._queue(list(self.pending.values()))
+        self.client.set(self.marker, "queued", ex=MARKER_SECONDS)
+        self.progress, self.states, self.taken_at = time.monotonic(), {}, {}
+
+    def poll(self, say: Callable[[str], None], track_idle: bool) -> list[tuple[Any, dict | None]]:
+        from pipeline.workers import QUEUE
+
+        seen: dict[str, str] = {}
+        done = _finished(self.pending, self.results, self.outcomes, say, seen)
+        if track_idle:
+            now = time.monotonic()
+            if any(self.states.get(task_id, "PENDING") != state for task_id, state in seen.items()):
+                self.progress = now
+            for task_id, state in seen.items():
+                if state == "STARTED":
+                    self.taken_at.setdefault(task_id, now)
+            self.states = seen
+            length = self.client.llen(QUEUE)
+            if self.queue_length is not None and length < self.queue_length:
+                self.progress = now
+            self.queue_length = length
+        return done
+
+    def drop(self, done: list[tuple[Any, dict | None]]) -> None:
+        for part, _ in done:
+            self.pending = {k: v for k, v in self.pending.items() if v is not part}
+
+    def days_left(self) -> str:
+        return ", ".join(sorted(p.day.isoformat() for p in self.pending.values()))
+
+    def idle_since(self, visibility_timeout: float) -> float:
+        """When progress was last seen; a day a worker took is given the visibility timeout to finish (after it,
+        Redis hands it on)."""
+        busy_until = max((self.taken_at[t] + visibility_timeout for t in self.pending if t in self.taken_at),
+                         default=0.0)
+        return max(self.progress, busy_until)
+
+    def forget(self) -> None:
+        import redis
+
+        try:
+            self.client.delete(self.marker)
+        except redis.RedisError:
+            pass  # it expires
+
+
+def _wait_and_merge(settings: Settings, queued: _Queued, versions: tuple[str, str], started: float,
+                    timeout: float | None, wait_timeout: float | None, idle_timeout: float | None,
+                    say: Callable[[str], None]) -> None:
+    import redis
     from kombu.exceptions import OperationalError
-    from redis.exceptions import ConnectionError as RedisConnectionError
-    from redis.exceptions import TimeoutError as RedisTimeoutError
 
     redis_lost: float | None = None
-    checked = time.monotonic()
-    # Progress, for idle_timeout: a task of ours changing state (taken, finished), or the shared queue getting
-    # shorter (workers busy with other backfills' days, e.g. the other runs of a Dagster backfill).
-    progress = time.monotonic()
-    states: dict[str, str] = {}
-    taken_at: dict[str, float] = {}
-    queue_length: int | None = None
-    while pending:
-        done: list[tuple[Any, dict | None]] = []
+    while queued.pending:
         try:
-            if redis_lost is not None or time.monotonic() - checked > RESTART_CHECK_SECONDS:
-                checked = time.monotonic()
-                if not client.expire(marker, MARKER_SECONDS):  # the key is gone: so are the queued tasks
-                    # A day already computed is only picked up again (its result is on disk); twice changes nothing.
-                    say(f"Redis lost its data (restarted without persistence?): queuing {len(pending)} "
-                        "partition(s) again")
-                    parts_left = list(pending.values())
-                    sent = queue([str(p.input_path.relative_to(root)) for p in parts_left])
-                    pending = dict(zip([r.id for r in sent], parts_left, strict=True))
-                    results = {task_id: None for task_id in pending}
-                    client.set(marker, "queued", ex=MARKER_SECONDS)
-                    progress, states, taken_at = time.monotonic(), {}, {}
-            seen: dict[str, str] = {}
-            done = _finished(pending, results, outcomes, say, seen)
-            if idle_timeout is not None:
-                now = time.monotonic()
-                if any(states.get(task_id, "PENDING") != state for task_id, state in seen.items()):
-                    progress = now
-                for task_id, state in seen.items():
-                    if state == "STARTED":
-                        taken_at.setdefault(task_id, now)
-                states = seen
-                length = client.llen(QUEUE)
-                if queue_length is not None and length < queue_length:
-                    progress = now
-                queue_length = length
-        except (RedisConnectionError, RedisTimeoutError, OperationalError, redis.RedisError) as exc:
+            queued.requeue_if_lost(say, now_anyway=redis_lost is not None)
+            done = queued.poll(say, track_idle=idle_timeout is not None)
+        except (OperationalError, redis.RedisError) as exc:
             # Redis restarting: the next poll reconnects (the workers reconnect by themselves too)
             redis_lost = redis_lost or time.monotonic()
             if time.monotonic() - redis_lost > REDIS_RETRY_SECONDS:
                 raise RedisUnreachable(
                     f"Redis at CRYPTOWIRE_REDIS_URL is unreachable ({exc}) for {REDIS_RETRY_SECONDS:g} s, with "
-                    f"{len(pending)} partition(s) not merged; start it and run the same backfill again to carry on "
-                    "(the days merged so far stay merged)"
+                    f"{len(queued.pending)} partition(s) not merged; start it and run the same backfill again to "
+                    "carry on (the days merged so far stay merged)"
                 ) from exc
             time.sleep(1)
             continue
         redis_lost = None
-        if done:
-            with exclusive(lock, wait_timeout, say):
-                try:
-                    con = db.connect(settings.warehouse_path)
-                except db.WarehouseLocked as exc:  # a run the daemon launched is writing: merge on a later turn
-                    say(f"merge postponed: {exc}")
-                    time.sleep(POLL_SECONDS)
-                    continue
-                try:
-                    for part, value in done:
-                        if value is not None:
-                            _apply(con, part, value, outcomes[part.input_id], (model_version, tagger_version), say)
-                finally:
-                    con.close()
-            for part, _ in done:
-                pending = {k: v for k, v in pending.items() if v is not part}
-        if pending:
-            if timeout is not None and time.perf_counter() - started > timeout:
-                days = ", ".join(sorted(p.day.isoformat() for p in pending.values()))
-                raise BackfillTimeout(
-                    f"gave up after {timeout:g} s with {len(pending)} partition(s) not done ({days}); are workers "
-                    "running (`cryptowire worker`)? They stay queued: run the same backfill again to merge them"
-                )
-            if idle_timeout is not None:
-                # a day a worker took is given the visibility timeout to finish (after it, Redis hands it on)
-                busy_until = max((taken_at[t] + settings.worker_visibility_timeout for t in pending if t in taken_at),
-                                 default=0.0)
-                if time.monotonic() - max(progress, busy_until) > idle_timeout:
-                    days = ", ".join(sorted(p.day.isoformat() for p in pending.values()))
-                    raise WorkersIdle(
-                        f"no worker took or finished a partition for {idle_timeout:g} s "
-                        f"(CRYPTOWIRE_WORKER_WAIT_SECONDS), with {len(pending)} partition(s) not done ({days}): start "
-                        "`cryptowire worker` against the same CRYPTOWIRE_REDIS_URL (and CRYPTOWIRE_HOME), then run "
-                        "these partitions again. They stay queued: a worker that takes them leaves the result for "
-                        "the next run to merge, without scoring them again"
-                    )
+        if done and not _merge(settings, done, queued.outcomes, versions, wait_timeout, say):
             time.sleep(POLL_SECONDS)
-    try:
-        client.delete(marker)
-    except redis.RedisError:
-        pass  # it expires
-    report.merged_articles = sum(o.applied for o in report.partitions)
-    report.ok = all(o.status == "merged" for o in report.partitions)
-    report.seconds = round(time.perf_counter() - started, 3)
-    return report
+            continue
+        queued.drop(done)
+        if queued.pending:
+            if timeout is not None and time.perf_counter() - started > timeout:
+                raise BackfillTimeout(
+                    f"gave up after {timeout:g} s with {len(queued.pending)} partition(s) not done "
+                    f"({queued.days_left()}); are workers running (`cryptowire worker`)? They stay queued: run the "
+                    "same backfill again to merge them"
+                )
+            if idle_timeout is not None and (
+                time.monotonic() - queued.idle_since(settings.worker_visibility_timeout) > idle_timeout
+            ):
+                raise WorkersIdle(
+                    f"no worker took or finished a partition for {idle_timeout:g} s "
+                    f"(CRYPTOWIRE_WORKER_WAIT_SECONDS), with {len(queued.pending)} partition(s) not done "
+                    f"({queued.days_left()}): start `cryptowire worker` against the same CRYPTOWIRE_REDIS_URL (and "
+                    "CRYPTOWIRE_HOME), then run these partitions again. They stay queued: a worker that takes them "
+                    "leaves the result for the next run to merge, without scoring them again"
+                )
+            time.sleep(POLL_SECONDS)
+
+
+def _merge(settings: Settings, done: list[tuple[Any, dict | None]], outcomes: dict[str, PartitionOutcome],
+           versions: tuple[str, str], wait_timeout: float | None, say: Callable[[str], None]) -> bool:
+    """Merge the finished days (holding the materialization lock); False if a run holds the warehouse (the days
+    are merged on a later turn)."""
+    from pipeline.runlock import exclusive
+    from warehouse import db
+
+    with exclusive(settings.materialize_lock, wait_timeout, say):
+        try:
+            con = db.connect(settings.warehouse_path)
+        except db.WarehouseLocked as exc:  # a run the daemon launched is writing: merge on a later turn
+            say(f"merge postponed: {exc}")
+            return False
+        try:
+            for part, value in done:
+                if value is not None:
+                    _apply(con, part, value, outcomes[part.input_id], versions, say)
+        finally:
+            con.close()
+    return True
