@@ -43,10 +43,10 @@ def _print_summary(summary: Any) -> None:
             typer.echo(f"    {c['asset']}.{c['check']} could not run: {c['metadata']['error']}")
         else:
             sample = c["metadata"].get("sample") or []  # a few of the offending rows, as the check selected them
-            shown = "; e.g. " + "; ".join(", ".join(map(str, row)) for row in sample) if sample else ""
+            examples = "; e.g. " + "; ".join(", ".join(map(str, row)) for row in sample) if sample else ""
             level = c.get("severity", "ERROR")  # WARN: reported, not stopping the run
             typer.echo(f"    {level:<5} {c['asset']}.{c['check']} failed: {c['metadata'].get('violations')} "
-                       f"violation(s){shown}")
+                       f"violation(s){examples}")
 
 
 WAIT_TIMEOUT = typer.Option(
